@@ -1,3 +1,4 @@
+import type { HostFaultKind } from '../protocol/worker-protocol.js';
 import type { InstanceRecord, JobRecord, TaskRecord } from './state-store.js';
 
 /**
@@ -50,11 +51,11 @@ export interface TaskControl {
   /** The exit code of a task reported `failed`, if known (`unsuccessfulExitCodes`). */
   exitCode?(task: TaskRecord): number | undefined;
   /**
-   * Whether a task reported `failed` could not start because of its instance's host, not its job (a worker's full
-   * disk): its job is placed again elsewhere without using an attempt (reconcile/effects/host-faults.ts). Absent:
-   * every failure is the job's.
+   * How a task reported `failed` was kept from starting by its instance's host, not its job (a worker's full disk, a
+   * container engine down): its job is placed again elsewhere without using an attempt, and a `broken` instance is
+   * drained (reconcile/effects/host-faults.ts). Undefined, or absent: every failure is the job's.
    */
-  hostFault?(task: TaskRecord): boolean;
+  hostFault?(task: TaskRecord): HostFaultKind | undefined;
 }
 
 /**

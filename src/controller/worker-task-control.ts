@@ -13,6 +13,7 @@ import type {
   RegisterRequest,
   RegisterResponse,
   TaskReport,
+  HostFaultKind,
 } from '../protocol/worker-protocol.js';
 import type { ContextLimits } from '../protocol/context-limits.js';
 import type { Clock } from './clock.js';
@@ -140,7 +141,7 @@ export class WorkerTaskControl implements TaskControl {
   /** Exit codes of failed tasks (a job's `unsuccessfulExitCodes` turn a failure into "unsuccessful"). */
   private readonly exitCodes = new Map<string, number>();
   /** Failed tasks whose worker said its host, not the job, kept them from starting (a full disk). */
-  private readonly hostFaults = new Set<string>();
+  private readonly hostFaults = new Map<string, HostFaultKind>();
   private readonly completed = new Map<string, number>();
   /** Job → iterations done, reported since the last `flushProgress`. */
   private readonly progress = new Map<string, number>();
@@ -353,7 +354,7 @@ export class WorkerTaskControl implements TaskControl {
       if (report.state === 'failed' && !this.failures.has(task.id) && !this.isStale(report, task)) {
         this.failures.set(task.id, report.reason ?? `exit code ${report.exitCode ?? 'unknown'}`);
         if (report.exitCode !== undefined) this.exitCodes.set(task.id, report.exitCode);
-        if (report.hostFault === true) this.hostFaults.add(task.id);
+        if (report.hostFault !== undefined) this.hostFaults.set(task.id, report.hostFault);
       }
       if (report.completedIterations !== undefined) {
         this.completed.set(task.id, report.completedIterations);
@@ -600,8 +601,8 @@ export class WorkerTaskControl implements TaskControl {
     return this.exitCodes.get(task.id);
   }
 
-  hostFault(task: TaskRecord): boolean {
-    return this.hostFaults.has(task.id);
+  hostFault(task: TaskRecord): HostFaultKind | undefined {
+    return this.hostFaults.get(task.id);
   }
 
   /**

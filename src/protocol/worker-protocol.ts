@@ -98,6 +98,10 @@ export const registerResponseSchema = z.object({
 });
 export type RegisterResponse = z.infer<typeof registerResponseSchema>;
 
+/** How a worker's host kept a task from starting (TaskReport.hostFault). */
+export const HOST_FAULT_KINDS = ['space', 'broken'] as const;
+export type HostFaultKind = (typeof HOST_FAULT_KINDS)[number];
+
 export const REPORTED_TASK_STATES = [
   'starting',
   /** Co-start: prepared (checkpoint restored, image pulled or built) and held until its job's release. */
@@ -121,12 +125,13 @@ export const taskReportSchema = z.strictObject({
   /** Why a task failed (exit code, the last lines of its output, a start error). */
   reason: z.string().max(4000).optional(),
   /**
-   * With `failed`: the task could not start because of this worker's host, not its job (restoring its checkpoint or
-   * unpacking its build context failed on the worker's own disk: full, read-only, out of quota, I/O errors; or its
-   * container engine was down, hung or out of space: src/worker/host-fault.ts). The controller places the job again elsewhere without counting an attempt, and drains
-   * the instance. Absent: the failure is the job's.
+   * With `failed`: the task could not start because of this worker's host, not its job (src/worker/host-fault.ts).
+   * `space`: the host's disk had no room for what the start needed (its checkpoint, build context or image), which may
+   * be this job's alone; `broken`: the host can start nothing (its disk read-only or failing, its container engine down
+   * or hung). The controller places the job again elsewhere without counting an attempt, and drains a `broken`
+   * instance. Absent: the failure is the job's.
    */
-  hostFault: z.boolean().optional(),
+  hostFault: z.enum(HOST_FAULT_KINDS).optional(),
   /** Iterations completed so far (from the task's progress file), absolute. */
   completedIterations: z.number().nonnegative().max(MAX_REPORTED_COUNT).optional(),
   /** Iterations per second over the worker's window; absent until the window has enough samples. */

@@ -86,6 +86,23 @@ export class ImageBuildError extends Error {
   }
 }
 
+/**
+ * A pull that failed: the image is nowhere to be pulled (the job's), or the engine had no room for it (`outOfSpace`:
+ * the host's; the engine reports it in the progress stream, with no status of its own).
+ */
+export class ImagePullError extends Error {
+  readonly outOfSpace: boolean;
+
+  constructor(
+    readonly image: string,
+    reason: string,
+  ) {
+    super(`pulling image ${image} failed: ${reason}`);
+    this.name = 'ImagePullError';
+    this.outOfSpace = /no space left on device/i.test(reason);
+  }
+}
+
 interface ProgressEvent {
   readonly stream?: string;
   readonly status?: string;
@@ -249,7 +266,7 @@ export class ImageCache {
       const stream = await this.docker.pull(image);
       const result = await follow(this.docker, stream);
       if (result.error !== undefined || !(await imageExists(this.docker, image)))
-        throw new Error(`pulling image ${image} failed: ${result.error ?? 'not present after the pull'}`);
+        throw new ImagePullError(image, result.error ?? 'not present after the pull');
       return image;
     });
   }

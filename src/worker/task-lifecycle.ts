@@ -20,7 +20,7 @@ import {
 } from './checkpoints.js';
 import { SIGKILL_EXIT_CODE, type TaskLaunch, type TaskRunStatus } from './executor.js';
 import { ProgressTracker } from './progress.js';
-import { isHostFault } from './host-fault.js';
+import { hostFaultOf } from './host-fault.js';
 import { TaskLogShipper } from './task-log.js';
 import { readExitRecord, writeExitRecord, type TaskExitRecord } from './exit-record.js';
 import {
@@ -444,9 +444,9 @@ export class TaskLifecycle {
     const message = e instanceof Error ? e.message : String(e);
     t.phase = 'failed';
     t.reason = `could not start: ${message}`;
-    t.hostFault = isHostFault(e) ? true : undefined;
+    t.hostFault = hostFaultOf(e);
     this.log.warn(
-      `task ${t.taskId} could not start${t.hostFault === true ? " (this host's fault)" : ''}: ${message}`,
+      `task ${t.taskId} could not start${t.hostFault === undefined ? '' : ` (this host's fault: ${t.hostFault})`}: ${message}`,
     );
     await this.stopWatching(t);
   }
@@ -797,7 +797,7 @@ function report(t: LocalTask): TaskReport {
     state,
     ...(t.exitCode === undefined ? {} : { exitCode: t.exitCode }),
     ...(t.reason === undefined ? {} : { reason: t.reason.slice(0, 4000) }),
-    ...(t.phase === 'failed' && t.hostFault === true ? { hostFault: true } : {}),
+    ...(t.phase === 'failed' && t.hostFault !== undefined ? { hostFault: t.hostFault } : {}),
     ...(completed === undefined ? {} : { completedIterations: completed }),
     ...(perSecond === undefined ? {} : { throughputPerSecond: perSecond }),
     ...(t.checkpoint === undefined ? {} : { checkpoint: t.checkpoint }),

@@ -2,6 +2,7 @@ import { mkdir, open, readdir, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { checkpointKeys } from '../protocol/object-keys.js';
+import { HOST_FAULT_KINDS } from '../protocol/worker-protocol.js';
 import type { CheckpointManifest, CheckpointWatcher } from './checkpoints.js';
 import type { TaskLaunch } from './executor.js';
 import type { ProgressTracker } from './progress.js';
@@ -21,7 +22,7 @@ const persistedSchema = z.object({
    * Its start failed because of this host, not its job (host-fault.ts): kept so that a restarted worker still reports
    * the failure as the host's, and the controller does not count it against the job.
    */
-  hostFault: z.boolean().optional(),
+  hostFault: z.enum(HOST_FAULT_KINDS).optional(),
   restoredFrom: z.string().optional(),
   checkpoint: z.object({ key: z.string(), atSeconds: z.number() }).optional(),
   signal: z.string().optional(),

@@ -156,6 +156,10 @@ async function placed(p: ControllerProcess, job: JobRecord): Promise<InstanceRec
   const targets = new Set<string>();
   for (const i of p.r.store.listIntents({ states: ['pending'], kind: 'start-task' }))
     if (i.kind === 'start-task' && taskIds.has(i.payload.taskId)) targets.add(i.payload.instanceId);
+  // Placed again where its worker already runs: started there at once.
+  for (const t of p.r.store.listTasks({ jobId: job.id }))
+    if (t.instanceId !== undefined && (t.state === 'starting' || t.state === 'running'))
+      targets.add(t.instanceId);
   const instances = [...targets].map((id) => p.r.store.getInstance(id) as InstanceRecord);
   expect(instances.length).toBeGreaterThan(0);
   for (const inst of instances) expect(inst.state).toBe('running');
@@ -207,7 +211,7 @@ async function beatUntil(
 }
 
 describe('a task that cannot start because of its worker host', () => {
-  it('queues its job again without using an attempt and drains the instance; past the bound the job fails, a restart keeping the count', async () => {
+  it('queues its job again without using an attempt, the instance kept for a full disk; past the bound the job fails, a restart keeping the count', async () => {
     const clock = new ManualClock();
     const cloud = new FakeCloud();
     const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
@@ -216,27 +220,33 @@ describe('a task that cannot start because of its worker host', () => {
     expect(job.spec.retryStrategy).toBeUndefined();
     await bigCheckpoints(store, job);
     const taskId = `${job.id}.0`;
-    const faulted: string[] = [];
+    const agents = new Map<string, WorkerAgent>();
 
     for (let requeue = 1; requeue <= MAX_HOST_FAULT_REQUEUES + 1; requeue++) {
       if (requeue === 3) {
         // A new controller process over the same store: nothing it knew in memory, the count in the store.
         p = await controllerOver(store, clock, cloud);
         await p.r.controller.recover();
+        agents.clear(); // workers of the new controller (its own URL), over the same work directories
       }
       const [inst] = await placed(p, store.getJob(job.id) as JobRecord);
       if (inst === undefined) throw new Error('not placed');
-      expect(faulted).not.toContain(inst.id);
-      const agent = await workerOn(p, inst, small);
+      // A full disk leaves the instance in service: the job may be placed there again.
+      const agent = agents.get(inst.id) ?? (await workerOn(p, inst, small));
+      agents.set(inst.id, agent);
       await p.r.controller.reconcile(); // its worker registered: the task starts there
       expect(store.getTask(taskId)).toMatchObject({ state: 'running', instanceId: inst.id });
       await beatUntil(p, [agent], 'the failed start to be reported', () => failed(p, taskId));
       expect(p.workers.failureReason(taskOf(store, taskId))).toMatch(/this worker's disk failed \(ENOSPC/);
-      faulted.push(inst.id);
+      expect(p.workers.hostFault(taskOf(store, taskId))).toBe('space');
       const after = store.getJob(job.id) as JobRecord;
       if (requeue > MAX_HOST_FAULT_REQUEUES) {
-        // Past the bound: an ordinary failure, and the job has no retryStrategy.
-        expect(after).toMatchObject({ state: 'failed', attempts: 1 });
+        // Past the bound: an ordinary failure, and the job has no retryStrategy (its one attempt is the fourth run).
+        expect(after).toMatchObject({ state: 'failed', attempts: MAX_HOST_FAULT_REQUEUES + 1 });
+        expect(jobSummary(after, 1, store)).toMatchObject({
+          attempts: MAX_HOST_FAULT_REQUEUES + 1,
+          maxAttempts: MAX_HOST_FAULT_REQUEUES + 1,
+        });
         expect(after.reason).toMatch(
           new RegExp(
             `^task ${taskId} failed: could not start: restoring checkpoint 1 of ${taskId}: this worker's disk ` +
@@ -250,27 +260,32 @@ describe('a task that cannot start because of its worker host', () => {
         );
         break;
       }
-      // Queued again as it was: no attempt used, no failure recorded against it, its task to be placed anew.
-      expect(after).toMatchObject({ state: 'queued', attempts: 1 });
-      expect(after.attemptFailures ?? []).toEqual([]);
-      expect(store.listEvents({ jobId: job.id, kind: 'job.retry' })).toEqual([]);
-      expect(store.getTask(taskId)?.state).toBe('pending');
-      // The instance is drained (and, empty now, on its way out): nothing is placed there again.
-      expect(drainOf(store, inst.id)).toMatch(
-        new RegExp(
-          `^host fault: task ${taskId} could not start there: could not start: restoring checkpoint`,
-        ),
+      // Queued again for a new run, which its retryStrategy does not count: the job view says one more run than the
+      // one attempt it has. The failed run is recorded as the host's; its task is to be placed anew.
+      expect(after).toMatchObject({ state: 'queued', attempts: requeue + 1 });
+      expect(jobSummary(after, 1, store)).toMatchObject({ attempts: requeue + 1, maxAttempts: requeue + 1 });
+      expect(after.attemptFailures?.at(-1)).toMatchObject({ attempt: requeue, taskId });
+      expect(after.attemptFailures?.at(-1)?.reason).toMatch(
+        new RegExp(`^host fault on ${inst.id}: could not start`),
       );
+      expect(store.getTask(taskId)?.state).toBe('pending');
+      // Short of space for this job's checkpoint only: the instance stays in service.
+      expect(drainOf(store, inst.id)).toBeUndefined();
+      expect(store.getInstance(inst.id)?.state).toBe('running');
       // The event and the job's warning name the instance and why.
       const events = store.listEvents({ jobId: job.id, kind: HOST_FAULT_EVENT });
       expect(events).toHaveLength(requeue);
-      expect(events.at(-1)).toMatchObject({ taskId, instanceId: inst.id, data: { requeue, attempt: 1 } });
+      expect(events.at(-1)).toMatchObject({
+        taskId,
+        instanceId: inst.id,
+        data: { requeue, attempt: requeue + 1, fault: 'space' },
+      });
       expect(events.at(-1)?.message).toMatch(
         new RegExp(
           `^task ${taskId} could not start on ${inst.id} because of the instance's host, not the job: could not ` +
             `start: restoring checkpoint 1 of ${taskId}: this worker's disk failed \\(ENOSPC.*; queued again ` +
-            `without using an attempt \\(still attempt 1, host fault ${requeue} of at most ` +
-            `${MAX_HOST_FAULT_REQUEUES}\\), ${inst.id} drained$`,
+            `without using an attempt \\(run ${requeue + 1}, host fault ${requeue} of at most ` +
+            `${MAX_HOST_FAULT_REQUEUES}\\), ${inst.id} kept \\(short of space for this job\\)$`,
           's',
         ),
       );
@@ -280,13 +295,12 @@ describe('a task that cannot start because of its worker host', () => {
         new RegExp(
           `^host fault: task ${taskId} could not start on ${inst.id} \\(could not start: restoring checkpoint .*ENOSPC.*\\); ` +
             `queued again without using an attempt \\(host fault ${requeue} of at most ` +
-            `${MAX_HOST_FAULT_REQUEUES}\\), and ${inst.id} drained$`,
+            `${MAX_HOST_FAULT_REQUEUES}\\), ${inst.id} kept \\(short of space for this job\\)$`,
           's',
         ),
       );
       clock.advance(5);
     }
-    expect(new Set(faulted).size).toBe(MAX_HOST_FAULT_REQUEUES + 1);
   });
 
   it('queues a co-started job again when one of its held tasks cannot be prepared on its host', async () => {
@@ -303,12 +317,12 @@ describe('a task that cannot start because of its worker host', () => {
     await beatUntil(p, agents, 'a held task to fail', () =>
       store.listTasks({ jobId: job.id }).some((t) => failed(p, t.id)),
     );
-    expect(store.getJob(job.id)).toMatchObject({ state: 'queued', attempts: 1 });
+    expect(store.getJob(job.id)).toMatchObject({ state: 'queued', attempts: 2 });
     const events = store.listEvents({ jobId: job.id, kind: HOST_FAULT_EVENT });
     expect(events).toHaveLength(1);
-    const drained = events[0]?.instanceId as string;
-    expect(instances.map((i) => i.id)).toContain(drained);
-    expect(drainOf(store, drained)).toMatch(/^host fault: task .* could not start there: .*ENOSPC/s);
+    const faulted = events[0]?.instanceId as string;
+    expect(instances.map((i) => i.id)).toContain(faulted);
+    expect(drainOf(store, faulted)).toBeUndefined();
     // Every task goes back to be placed anew, its held start over.
     expect(store.listTasks({ jobId: job.id }).map((t) => t.state)).toEqual(['pending', 'pending']);
     expect(store.listIntents({ states: ['pending'], kind: 'start-task' })).toEqual([]);
@@ -327,7 +341,7 @@ describe('a task that cannot start because of its worker host', () => {
     const taskId = `${job.id}.0`;
     await beatUntil(p, [agent], 'the exit to be reported', () => failed(p, taskId));
     // Reported as the job's failure, not its host's.
-    expect(p.workers.hostFault(taskOf(p.r.store, taskId))).toBe(false);
+    expect(p.workers.hostFault(taskOf(p.r.store, taskId))).toBeUndefined();
     expect(store.getJob(job.id)).toMatchObject({
       state: 'failed',
       attempts: 1,
@@ -336,5 +350,44 @@ describe('a task that cannot start because of its worker host', () => {
     expect(store.getInstance(inst.id)?.state).toBe('running');
     expect(drainOf(store, inst.id)).toBeUndefined();
     expect(store.listEvents({ jobId: job.id, kind: HOST_FAULT_EVENT })).toEqual([]);
+  });
+});
+
+describe('a host that can start nothing', () => {
+  it('is drained when its worker reports it broken (a failing disk, an engine down), the job queued again', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+    const workers = workerTaskControlFor(store, clock, { objectStoreLocation: objects });
+    const r = rig({}, { store, clock, tasks: workers, workers });
+    const job = r.controller.submit(spec('broken-host', ['sh', '-c', 'sleep 30']), 'research');
+    await r.controller.runRound('test');
+    await r.controller.reconcile();
+    const token = 'worker-token-host-fault-0123456789abcdef';
+    for (const i of store.listInstances({ states: ['running'] })) store.setWorkerToken(i.id, token);
+    await r.controller.reconcile();
+    const task = taskOf(store, `${job.id}.0`);
+    expect(task.state).toBe('running');
+    const instanceId = task.instanceId as string;
+    // What the worker's heartbeat says of a start its engine refused (src/worker/host-fault.ts: `broken`).
+    workers.heartbeat(token, {
+      tasks: [
+        {
+          taskId: task.id,
+          state: 'failed',
+          attempt: 1,
+          hostFault: 'broken',
+          reason: 'could not start: connect ENOENT /var/run/docker.sock',
+        },
+      ],
+    });
+    await r.controller.reconcile();
+    expect(store.getJob(job.id)).toMatchObject({ state: 'queued', attempts: 2 });
+    expect(drainOf(store, instanceId)).toBe(
+      `host fault: task ${task.id} could not start there: could not start: connect ENOENT /var/run/docker.sock`,
+    );
+    expect(store.listEvents({ jobId: job.id, kind: HOST_FAULT_EVENT })[0]).toMatchObject({
+      instanceId,
+      data: { requeue: 1, fault: 'broken' },
+    });
   });
 });

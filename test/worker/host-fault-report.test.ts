@@ -82,7 +82,7 @@ describe('a start on a worker whose container engine is down', () => {
     });
     const tasks = offlineLifecycle(executor, store, join(tmp, 'engine-down'));
     const report = await startAndReport(tasks, shellTask('down-1.0', 'true', {}, { image: BASE_IMAGE }));
-    expect(report).toMatchObject({ state: 'failed', hostFault: true });
+    expect(report).toMatchObject({ state: 'failed', hostFault: 'broken' });
     expect(report?.reason).toMatch(/^could not start: .*ENOENT/);
   });
 });
@@ -95,19 +95,19 @@ describe('a start that fails on the worker host', () => {
     await storeBigCheckpoint('full-1.0');
 
     const full = await startAndReport(tasks, shellTask('full-1.0', 'sleep 30', { restore: true }));
-    expect(full).toMatchObject({ state: 'failed', hostFault: true });
+    expect(full).toMatchObject({ state: 'failed', hostFault: 'space' });
     expect(full?.reason).toMatch(
       /^could not start: restoring checkpoint 1 of full-1\.0: this worker's disk failed \(ENOSPC/,
     );
     // Recorded with the task: a restarted worker reports the failure as the host's too.
     expect(await readPersistedTask(join(workDir, 'tasks', 'full-1.0'))).toMatchObject({
       phase: 'failed',
-      hostFault: true,
+      hostFault: 'space',
     });
     const restarted = offlineLifecycle(executor, store, workDir);
     expect((await restarted.recordedReports()).find((r) => r.taskId === 'full-1.0')).toMatchObject({
       state: 'failed',
-      hostFault: true,
+      hostFault: 'space',
     });
 
     // On the same small disk, what the job decides fails it as before: no command, a non-zero exit.
@@ -135,7 +135,7 @@ describe('a start that fails on the worker host', () => {
     });
 
     const full = await startAndReport(tasks, shellTask('ctx-1.0', 'sleep 30', {}, { build: { context } }));
-    expect(full).toMatchObject({ state: 'failed', hostFault: true });
+    expect(full).toMatchObject({ state: 'failed', hostFault: 'space' });
     expect(full?.reason).toMatch(/^could not start: .*ENOSPC/);
     // The space is given back: no half-unpacked context is left on the disk.
     expect(readdirSync(join(small, 'context', 'contexts'))).toEqual([]);
@@ -167,7 +167,7 @@ describeWithDocker('a start that fails on the worker host (Docker)', (engine) =>
       tasks,
       shellTask('dfull-1.0', 'sleep 30', { restore: true }, { image: BASE_IMAGE }),
     );
-    expect(full).toMatchObject({ state: 'failed', hostFault: true });
+    expect(full).toMatchObject({ state: 'failed', hostFault: 'space' });
     expect(full?.reason).toMatch(/this worker's disk failed \(ENOSPC/);
 
     const context = await uploadContext('broken', {

@@ -2,6 +2,7 @@ import type { Market } from '../../core/market.js';
 import type { DecisionRecord } from '../../scheduler/types.js';
 import type { JobQueueView } from '../../queue/admission-views.js';
 import { storedCoStart } from '../co-start-records.js';
+import { hostFaultRuns } from '../reconcile/effects/host-faults.js';
 import { readJobWarnings } from '../execution-check.js';
 import {
   dependencyViews,
@@ -155,7 +156,9 @@ export function jobSummary(
     updatedAtSeconds: job.updatedAtSeconds,
     migrations: job.migrations,
     attempts: job.attempts,
-    maxAttempts: job.spec.retryStrategy?.attempts ?? 1,
+    // Runs a host fault ended come on top of the retryStrategy's (reconcile/effects/host-faults.ts).
+    maxAttempts:
+      (job.spec.retryStrategy?.attempts ?? 1) + (store === undefined ? 0 : hostFaultRuns(store, job.id)),
     progress: { completed: job.completedIterations, total: job.totalIterations ?? null },
     taskCount,
     queue: final ? null : (record?.queue ?? null),

@@ -1,13 +1,16 @@
 import { addJobWarning } from '../../execution-check.js';
-import type { JobRecord, TaskRecord } from '../../state-store.js';
+import type { JobRecord, StateStore, TaskRecord } from '../../state-store.js';
 import type { ReconcileContext } from '../context.js';
 
 /**
  * A task that could not start because of its instance's host, not its job (its worker says so: a full disk under the
- * checkpoint restore, src/worker/host-fault.ts): the job is not to blame, so the failure uses none of its attempts.
- * Its tasks go back to be placed anew, as at a retry, the job is queued again with its attempts unchanged, and the
+ * checkpoint restore, a container engine down, src/worker/host-fault.ts): the job is not to blame, so the failure uses
+ * none of its attempts. Its tasks go back to be placed anew, as at a retry, and the job is queued again for a new run
+ * (numbered as an attempt is) that its retryStrategy does not count (`hostFaultRuns`). A `broken` host (a disk read-only or failing, an engine down or hung) can start nothing: its
  * instance is drained (as a drain by request drains it), so the next round places nothing there and moves off what
- * runs there. Bounded: a job whose start fails so on every worker (a checkpoint larger than any worker's disk) would
+ * runs there. A host short of `space` is left as it is: what did not fit may be this job's alone (a restore that fails
+ * empties what it wrote), and draining would move every other job on it, at the cost of their work since their last
+ * checkpoints. Bounded: a job whose start fails so on every worker (a checkpoint larger than any worker's disk) would
  * otherwise go round for ever, so once it was queued again MAX_HOST_FAULT_REQUEUES times, a host fault counts as an
  * ordinary failure (its retryStrategy decides). The count is the job's HOST_FAULT_EVENTs in the store, so a
  * restarted controller keeps it.
@@ -19,11 +22,19 @@ export const HOST_FAULT_EVENT = 'job.host-fault';
 /** Requeues for host faults a job is given; the next host fault is an ordinary failure. */
 export const MAX_HOST_FAULT_REQUEUES = 3;
 
+/**
+ * The runs of the job that host faults ended and that its retryStrategy does not count: `attempts` less these is how
+ * many of its attempts it used (each requeue for a host fault is a new run, numbered as an attempt is).
+ */
+export function hostFaultRuns(store: Pick<StateStore, 'listEvents'>, jobId: string): number {
+  return store.listEvents({ jobId, kind: HOST_FAULT_EVENT }).length;
+}
+
 /** The job view's warning (execution-check.ts addJobWarning), replaced at each host fault. */
 const HOST_FAULT_WARNING = 'host fault:';
 
 export type HostFaultOutcome =
-  /** Queued again without using an attempt; its instance drained. */
+  /** Queued again without using an attempt; its instance drained when `broken`. */
   | { readonly kind: 'requeued'; readonly job: JobRecord; readonly instanceId: string }
   /** The bound is reached: an ordinary failure, whose reason carries `note`. */
   | { readonly kind: 'counted'; readonly note: string };
@@ -42,8 +53,9 @@ export function hostFaultOutcome(
 ): HostFaultOutcome | undefined {
   const control = ctx.deps.tasks;
   const instanceId = task.instanceId;
-  if (instanceId === undefined || control.hostFault?.(task) !== true) return undefined;
-  const requeues = ctx.store.listEvents({ jobId: job.id, kind: HOST_FAULT_EVENT }).length;
+  const fault = control.hostFault?.(task);
+  if (instanceId === undefined || fault === undefined) return undefined;
+  const requeues = hostFaultRuns(ctx.store, job.id);
   if (requeues >= MAX_HOST_FAULT_REQUEUES)
     return {
       kind: 'counted',
@@ -54,27 +66,39 @@ export function hostFaultOutcome(
   const why = control.failureReason?.(task) ?? 'its start failed';
   const reason = `task ${task.id} could not start on ${instanceId} because of the instance's host, not the job: ${why}`;
   releaseTasks(reason);
-  const current = ctx.store.getJob(job.id) as JobRecord;
-  const queued = current.state === 'queued' ? current : ctx.store.setJobState(job.id, 'queued', reason);
+  // A new run of the job (its attempt number moves on, so neither its worker nor the controller takes the failed
+  // run's report for the new one's, on the same instance too), which its retryStrategy does not count.
+  const queued = ctx.store.retryJob(
+    job.id,
+    { taskId: task.id, reason: `host fault on ${instanceId}: ${why}` },
+    reason,
+  );
   const count = `host fault ${requeues + 1} of at most ${MAX_HOST_FAULT_REQUEUES}`;
+  const drains = fault === 'broken';
+  const instanceFate = drains ? `${instanceId} drained` : `${instanceId} kept (short of space for this job)`;
   ctx.store.appendEvent({
     kind: HOST_FAULT_EVENT,
     jobId: job.id,
     taskId: task.id,
     instanceId,
     message:
-      `${reason}; queued again without using an attempt (still attempt ${queued.attempts}, ${count}), ` +
-      `${instanceId} drained`,
-    data: { requeue: requeues + 1, max: MAX_HOST_FAULT_REQUEUES, attempt: queued.attempts, reason: why },
+      `${reason}; queued again without using an attempt (run ${queued.attempts}, ${count}), ` + instanceFate,
+    data: {
+      requeue: requeues + 1,
+      max: MAX_HOST_FAULT_REQUEUES,
+      attempt: queued.attempts,
+      fault,
+      reason: why,
+    },
   });
   addJobWarning(
     ctx.store,
     job.id,
     HOST_FAULT_WARNING,
     `task ${task.id} could not start on ${instanceId} (${why}); queued again without using an attempt (${count}), ` +
-      `and ${instanceId} drained`,
+      instanceFate,
   );
-  drain(ctx, instanceId, `host fault: task ${task.id} could not start there: ${why}`);
+  if (drains) drain(ctx, instanceId, `host fault: task ${task.id} could not start there: ${why}`);
   ctx.log.warn(`job ${job.id} queued again: host fault on ${instanceId}`, { taskId: task.id, reason: why });
   return { kind: 'requeued', job: queued, instanceId };
 }

@@ -33,7 +33,7 @@ import { abandonStartsTo, endStartsUnreleased, releaseTasksOn, settleJob } from 
 import { Slices } from '../yielding.js';
 import { hasSpotNotice } from '../../spot-interruptions.js';
 import { notePrepared, notePreparedJobs } from './prepared-jobs.js';
-import { hostFaultOutcome } from './host-faults.js';
+import { hostFaultOutcome, hostFaultRuns } from './host-faults.js';
 
 /** Task effects: stops (checkpointing off an instance), starts once their gate opens, and task completions. */
 
@@ -593,7 +593,9 @@ function taskFailed(ctx: ReconcileContext, job: JobRecord, task: TaskRecord): Jo
   const reported = ctx.deps.tasks.failureReason?.(task);
   const why = host === undefined ? reported : `${reported ?? 'its start failed'} (${host.note})`;
   const failure = `task ${task.id} failed${why === undefined ? '' : `: ${why}`}`;
-  const verdict = retryVerdict(job.spec, job.attempts, code);
+  // Runs a host fault ended are not the job's attempts (host-faults.ts).
+  const attempt = job.attempts - hostFaultRuns(ctx.store, job.id);
+  const verdict = retryVerdict(job.spec, attempt, code);
   if (verdict.retry)
     return outcomeOf(
       retryJob(
@@ -601,7 +603,7 @@ function taskFailed(ctx: ReconcileContext, job: JobRecord, task: TaskRecord): Jo
         job,
         task,
         code,
-        `attempt ${job.attempts} of ${verdict.attempts} failed: task ${task.id}, ${verdict.why}`,
+        `attempt ${attempt} of ${verdict.attempts} failed: task ${task.id}, ${verdict.why}`,
         why ?? 'failed',
       ),
     );
@@ -612,7 +614,7 @@ function taskFailed(ctx: ReconcileContext, job: JobRecord, task: TaskRecord): Jo
       'failed',
       job.spec.retryStrategy === undefined
         ? failure
-        : `attempt ${job.attempts} of ${verdict.attempts}, ${verdict.why}: ${failure}`,
+        : `attempt ${attempt} of ${verdict.attempts}, ${verdict.why}: ${failure}`,
     ),
   );
 }
