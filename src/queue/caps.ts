@@ -93,21 +93,6 @@ export function reservationFootprint(
 }
 
 /**
- * A multi-task job on one instance: the cheapest type that hosts all its tasks together, or undefined when none can.
- * What a job whose standalone footprint alone breaks a cap (an instance count, a quota) still fits in, packed.
- */
-export function gatheredFootprint(
-  jobId: string,
-  taskDemands: readonly FamilyDemand[],
-  prices: PriceBook,
-  spotPriced: ReadonlySet<string> = new Set(),
-): JobFootprint | undefined {
-  const t = prices.minTypeTogether(taskDemands);
-  if (t === undefined) return undefined;
-  return { jobId, instances: [instanceFootprint(spotPriced.has(t.name) ? { ...t, market: 'spot' } : t)] };
-}
-
-/**
  * Sizes jobs in the market a plan buys them in. On demand by default. Where the run buys spot (`spotOpen`: the
  * controller on EC2, `simulate --spot on`; a catalog's spot section alone is not enough, the local provider sells
  * none), a job that may go on spot is sized at its cheapest host at spot prices, each type at the pool a spot launch
@@ -148,18 +133,10 @@ export class FootprintPrices {
     spot: SpotPreference | undefined,
     caps: QueueCaps,
   ): JobFootprint {
-    const fitsAlone = (f: JobFootprint): boolean => capViolations(usageOf([f], caps), caps).length === 0;
-    // Standalone, unless that alone breaks a cap the job's tasks keep packed on one instance (two tasks under
-    // `maxInstances: 1`): sized so, it is admitted, and the plan, held to the caps, packs it so.
-    const sized = (book: PriceBook, spotPriced?: ReadonlySet<string>): JobFootprint => {
-      const standalone = reservationFootprint(jobId, taskDemands, book, spotPriced);
-      if (taskDemands.length < 2 || fitsAlone(standalone)) return standalone;
-      const gathered = gatheredFootprint(jobId, taskDemands, book, spotPriced);
-      return gathered !== undefined && fitsAlone(gathered) ? gathered : standalone;
-    };
-    const onDemand = sized(this.onDemand);
+    const onDemand = reservationFootprint(jobId, taskDemands, this.onDemand);
     if (this.spot === undefined || spot === 'never') return onDemand;
-    const onSpot = sized(this.spot, this.spotPriced);
+    const onSpot = reservationFootprint(jobId, taskDemands, this.spot, this.spotPriced);
+    const fitsAlone = (f: JobFootprint): boolean => capViolations(usageOf([f], caps), caps).length === 0;
     return fitsAlone(onSpot) || !fitsAlone(onDemand) ? onSpot : onDemand;
   }
 }

@@ -7,9 +7,9 @@ import type { PriceBook } from './reservation-price.js';
 /**
  * A plan with more instances than `maxInstances` first packs its new instances tighter before any job is sent back to
  * wait: two new instances become one of the cheapest type that hosts all their tasks together. Eva packs for dollars,
- * so a two-task job whose tasks fit on one large instance is planned on two small ones (cheaper), and under a count cap
- * of one it would wait for ever; admission sizes such a job by the one instance (queue/caps.ts FootprintPrices), and
- * this is how the plan meets that size. New instances with a placement (latency-aware groups) are left as placed.
+ * so tasks it plans on two small instances (cheaper) may well fit one larger one; under a count cap that keeps their
+ * jobs running rather than waiting for the next round. New instances with a placement (latency-aware groups) are left
+ * as placed.
  */
 
 /**

@@ -16,9 +16,8 @@ import { classify } from '../queue/class-shares.js';
 import type { WfqConfig } from '../queue/wfq.js';
 
 /**
- * Jobs the queue layer can never admit under the caps (admit.ts `never-fits`): alone, their footprint as admission
- * sizes them (the cheapest instance hosting each task; a multi-task job over a cap so, the one instance hosting all its
- * tasks where that keeps the caps: queue/caps.ts FootprintPrices) breaks a cap, or needs more of the capped capacity
+ * Jobs the queue layer can never admit under the caps (admit.ts `never-fits`): alone, their standalone footprint
+ * (the cheapest instance hosting each task, as admission sizes them) breaks a cap, or needs more of the capped capacity
  * than their class's ceiling (`maxShare`) lets the class hold. Such a job waits for ever, so a run with one would go
  * on until its time limit and fail there; it is refused before it starts instead.
  *

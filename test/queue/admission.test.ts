@@ -120,24 +120,6 @@ describe('the one admission: what the queue knows of a job', () => {
     expect(views.get('run')).toMatchObject({ status: 'admitted', detail: 'holds capacity' });
   });
 
-  it('sizes a gang whose instances alone break the count at the one instance that holds it, and lets it in', () => {
-    // Two tasks of 4 vCPUs and 12 GiB: two d.x alone, over `maxInstances: 1`; together one c.x (8 vCPUs, 32 GiB: the
-    // cheapest type that holds both). 49 of them (196 vCPUs) fit on no type.
-    const admission = new Admission(catalog, { caps: { maxInstances: 1 } });
-    const d = admission.decide(
-      snapshot(0, [
-        { id: 'gang', tasks: 2, arrival: 1 },
-        { id: 'huge', tasks: 49, arrival: 2 },
-      ]),
-      none,
-    );
-    expect(d.snapshot.jobs.map((j) => j.id)).toEqual(['gang']);
-    expect(d.waiting.get('gang')?.footprint.instances).toEqual([
-      { family: 'c', gpus: 0, vcpus: 8, costPerHour: 0.8 },
-    ]);
-    expect(queueViews(d, admission).get('huge')).toMatchObject({ status: 'waiting', reason: 'never-fits' });
-  });
-
   it('lists a job no instance type can host as never-fits, without blocking its class', () => {
     const admission = new Admission(catalog, { caps: { maxInstances: 5 } });
     const s = snapshot(0, [{ id: 'huge' }, { id: 'ok', arrival: 1 }]);
@@ -261,13 +243,12 @@ describe('describeQueue', () => {
 
 describe('what admission would let in now (placement between rounds)', () => {
   // Two instances at most, 'r' runs on one: a round lets one more single-task job in; onto paid room, which adds no
-  // instance, both. 'big' (49 tasks: 49 instances alone, 196 vCPUs together, more than any one instance has) never
-  // fits.
+  // instance, both. 'big' (3 tasks, 3 instances alone) never fits.
   const shapes: readonly JobShape[] = [
     { id: 'r', placedOn: 'i-1', arrival: 0 },
     { id: 'long', remaining: 36_000, arrival: 10 },
     { id: 'short', remaining: 600, arrival: 20 },
-    { id: 'big', tasks: 49, remaining: 60, arrival: 0 },
+    { id: 'big', tasks: 3, remaining: 60, arrival: 0 },
   ];
 
   it("lets in the waiting jobs in the round's order, never one that never fits, with no check of the caps", () => {

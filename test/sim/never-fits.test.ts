@@ -14,7 +14,7 @@ import {
 } from '../../src/sim/run-request.js';
 import { constantPairwise } from '../../src/world/ground-truth.js';
 import { Simulation } from '../../src/world/simulation.js';
-import { testCatalog, trace, traceJob, traceTask } from './sim-fixtures.js';
+import { testCatalog, trace, traceJob } from './sim-fixtures.js';
 
 /** Caps some job can never be admitted under: refused before the run, not found out at its time limit. */
 describe('caps a job can never be admitted under', () => {
@@ -149,26 +149,5 @@ describe("a run stopped at the engine's time limit with jobs waiting in the queu
     expect(() => sim.run()).toThrow(
       /did not finish by 2000 s: 3 jobs unfinished \(e\.g\. A, B, C\); 2 of them still waited for admission at the last round \(class all: 2 waiting for their class's share\): the queue layer held them back, not the scheduler/,
     );
-  });
-});
-
-describe('a gang over the instance count alone whose tasks fit on one instance together', () => {
-  it('is admitted at that one instance and runs on it', () => {
-    // Two tasks of [1, 4, 8]: each alone on a small.x ($3.6/h, two instances), together on one big.x ($10.8/h).
-    const catalog = testCatalog();
-    const caps = { maxInstances: 1 };
-    const sim = new Simulation({
-      trace: trace(traceJob('G', { tasks: [traceTask('node0'), traceTask('node1')] })),
-      catalog,
-      groundTruth: constantPairwise(1),
-      scheduler: new EvaScheduler(catalog, { caps }),
-      admission: new Admission(catalog, { caps }),
-      maxSimulatedSeconds: 20_000,
-    });
-    sim.run();
-    const { summary, jobs } = sim.result(0);
-    expect(jobs.map((j) => [j.id, j.successful])).toEqual([['G', true]]);
-    expect(summary.instancesLaunched).toBe(1);
-    expect(summary.peakCostPerHour).toBe(10.8);
   });
 });
