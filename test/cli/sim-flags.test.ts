@@ -8,6 +8,7 @@ import {
   inferFormat,
   readQueueConfigFile,
   roundSecondsFlag,
+  traceOptionFields,
 } from '../../src/cli/commands/sim-flags.js';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { ValidationError } from '../../src/core/validation.js';
@@ -27,6 +28,15 @@ describe('simulate/tune flag parsing', () => {
     expect(roundSecondsFlag.safeParse('0.001').error?.issues[0]?.message).toBe(
       'at least 1 s (a simulation spans weeks)',
     );
+  });
+
+  it('bounds --arrival-rate-scale to 0.001..1000 (far slower, arrivals land centuries out and a run never ends)', () => {
+    const scale = traceOptionFields.arrivalRateScale;
+    expect(scale.parse('0.001')).toBe(0.001);
+    expect(scale.parse('1000')).toBe(1000);
+    for (const tiny of ['1e-15', '0.0009'])
+      expect(scale.safeParse(tiny).error?.issues[0]?.message, tiny).toBe('must be ≥ 0.001');
+    expect(scale.safeParse('1001').error?.issues[0]?.message).toBe('must be ≤ 1000');
   });
 
   it('parses --quota group:vcpus=N,gpus=M', () => {

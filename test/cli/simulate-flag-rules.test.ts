@@ -4,7 +4,7 @@ import { ValidationError } from '../../src/core/validation.js';
 
 /** A simulate flag that would do nothing without another is refused, naming it and what it needs. */
 
-const base: DependentFlags = { runtime: 'engine', valuesOfTime: ['auto'] };
+const base: DependentFlags = { runtime: 'engine', schedulers: ['eva'], valuesOfTime: ['auto'] };
 
 function refusal(flags: Partial<DependentFlags>): string {
   try {
@@ -25,6 +25,18 @@ describe('simulate flags that need another', () => {
     expect(refusal({ bind: 'on' })).toMatch(/^--bind: .*needs --place-between-rounds on/);
     expect(refusal({ bind: 'on', placeBetweenRounds: 'off' })).toMatch(/^--bind: /);
     expect(refusal({ pollSeconds: 5 })).toMatch(/^--poll-seconds: .*needs --runtime controller/);
+  });
+
+  it('refuses the spot baselines without --spot on, naming each (they would print on-demand figures)', () => {
+    expect(refusal({ schedulers: ['eva', 'karpenter-spot'] })).toBe(
+      '--scheduler: karpenter-spot buys spot capacity: needs --spot on (without it its run would buy on demand and ' +
+        'print on-demand figures under a spot name)',
+    );
+    expect(refusal({ schedulers: ['skypilot-spot', 'no-packing', 'karpenter-spot'], spot: 'off' })).toMatch(
+      /^--scheduler: skypilot-spot, karpenter-spot buy spot capacity: need --spot on \(without it their runs /,
+    );
+    expect(refusal({ schedulers: ['eva', 'karpenter-spot', 'skypilot-spot'], spot: 'on' })).toBe('accepted');
+    expect(refusal({ schedulers: ['karpenter', 'no-packing'] })).toBe('accepted');
   });
 
   it('accepts each with it, and an explicit off', () => {

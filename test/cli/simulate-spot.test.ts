@@ -56,7 +56,8 @@ describe('fleetwise simulate --spot', () => {
       expect(run.totalCost, run.scheduler).toBeGreaterThanOrEqual(report.bounds.workBound);
 
     const offOut = join(dir, 'report-off');
-    const off = await runCli([...args, '--spot', 'off', '--out', offOut]);
+    // On demand, eva alone: the spot baselines are refused without --spot on.
+    const off = await runCli([...TINY, '--scheduler', 'eva', '--json', '--spot', 'off', '--out', offOut]);
     expect(off.code, off.stderr).toBe(0);
     const offReport = JSON.parse(readFileSync(join(offOut, 'report.json'), 'utf8')) as typeof report;
     expect(offReport.settings.spot).toBe('off (on demand only)');

@@ -34,6 +34,7 @@ describe('fleetwise tune (CLI subprocess)', () => {
   let overridden: CliResult;
   let badOverrides: CliResult;
   let spotOverrides: CliResult;
+  let tinyCap: CliResult;
 
   // All subprocesses at once: the small ones are mostly CLI start-up, which overlaps the search's simulations.
   beforeAll(async () => {
@@ -44,47 +45,59 @@ describe('fleetwise tune (CLI subprocess)', () => {
     writeFileSync(badPrices, 'pricePerType:\n  x9.large: 1\n');
     const spotPrices = join(outDir, 'spot-prices.yaml');
     writeFileSync(spotPrices, 'spotPricePerType:\n  c7i.large: 0.03\n');
-    [run, text, noCap, badFlags, emptyItem, overridden, badOverrides, spotOverrides] = await Promise.all([
-      cli([...TINY, '--json', '--out', outDir]),
-      cli([
-        'tune',
-        '--format',
-        'synthetic',
-        '--jobs',
-        '8',
-        '--samples',
-        '1',
-        '--classes',
-        '2',
-        '--cap-instances',
-        '2',
-      ]),
-      cli(['tune', '--format', 'synthetic', '--jobs', '5', '--json']),
-      cli([
-        ...TINY,
-        '--samples',
-        '0',
-        '--classes',
-        '1,9',
-        '--prefer',
-        'best',
-        '--scheduler',
-        'nope',
-        '--orderings',
-        'lifo',
-      ]),
-      cli([...TINY, '--classes', '1,,2']),
-      cli([
-        ...TINY,
-        '--samples',
-        '1',
-        '--price-overrides',
-        join(PROJECT_ROOT, 'examples', 'prices', 'savings-plan.yaml'),
-        '--json',
-      ]),
-      cli([...TINY, '--price-overrides', badPrices]),
-      cli([...TINY, '--price-overrides', spotPrices]),
-    ]);
+    [run, text, noCap, badFlags, emptyItem, overridden, badOverrides, spotOverrides, tinyCap] =
+      await Promise.all([
+        cli([...TINY, '--json', '--out', outDir]),
+        cli([
+          'tune',
+          '--format',
+          'synthetic',
+          '--jobs',
+          '8',
+          '--samples',
+          '1',
+          '--classes',
+          '2',
+          '--cap-instances',
+          '2',
+        ]),
+        cli(['tune', '--format', 'synthetic', '--jobs', '5', '--json']),
+        cli([
+          ...TINY,
+          '--samples',
+          '0',
+          '--classes',
+          '1,9',
+          '--prefer',
+          'best',
+          '--scheduler',
+          'nope',
+          '--orderings',
+          'lifo',
+        ]),
+        cli([...TINY, '--classes', '1,,2']),
+        cli([
+          ...TINY,
+          '--samples',
+          '1',
+          '--price-overrides',
+          join(PROJECT_ROOT, 'examples', 'prices', 'savings-plan.yaml'),
+          '--json',
+        ]),
+        cli([...TINY, '--price-overrides', badPrices]),
+        cli([...TINY, '--price-overrides', spotPrices]),
+        cli([
+          'tune',
+          '--format',
+          'synthetic',
+          '--jobs',
+          '20',
+          '--samples',
+          '3',
+          '--cap-dollars-per-hour',
+          '0.01',
+        ]),
+      ]);
     parsed = JSON.parse(run.stdout) as TuneJson;
   }, 120_000);
 
@@ -177,6 +190,18 @@ describe('fleetwise tune (CLI subprocess)', () => {
     expect(noCap.code).toBe(2);
     expect(noCap.stdout).toBe('');
     expect(noCap.stderr).toContain('--cap-dollars-per-hour / --cap-instances: give at least one cap');
+  });
+
+  it('refuses caps no job fits under alone before searching, as simulate does', () => {
+    expect(tinyCap.code).toBe(2);
+    expect(tinyCap.stdout).toBe('');
+    expect(tinyCap.stderr).toContain(
+      'invalid input: --cap-dollars-per-hour 0.01\n  - 20 of 20 jobs can never be admitted: alone, each needs more ' +
+        'than the cap',
+    );
+    expect(tinyCap.stderr).toContain('raise the cap or leave those jobs out of the trace');
+    // Refused before any candidate was simulated.
+    expect(tinyCap.stderr).not.toMatch(/candidates done|failed to simulate/);
   });
 
   it('names the flag and the reason for bad option values', () => {

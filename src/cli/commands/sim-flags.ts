@@ -16,6 +16,7 @@ import { loadRequestCatalog, loadRequestTrace, type RunRequest } from '../../sim
 import { TRACE_FORMATS, type TraceFormat } from '../../sim/traces/load.js';
 import { isFleetwiseTraceText } from '../../sim/traces/fleetwise-json.js';
 import { TRACE_JOB_IDS, type TraceJobIds } from '../../sim/traces/controller-job-ids.js';
+import { MAX_ARRIVAL_RATE_SCALE, MIN_ARRIVAL_RATE_SCALE } from '../../sim/traces/transform.js';
 import type { Trace } from '../../world/trace.js';
 import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
 import type { ReportSettings } from '../../sim/report/json.js';
@@ -67,7 +68,12 @@ export const traceOptionFields = {
   jobs: numberText(positiveInteger.max(MAX_GENERATED_JOBS, `must be ≤ ${MAX_GENERATED_JOBS}`)).optional(),
   seed: numberText(seedNumber).optional(),
   multiTask: numberText(z.number().min(0, 'must be ≥ 0').max(1, 'must be ≤ 1')).optional(),
-  arrivalRateScale: numberText(z.number().positive('must be > 0').max(1000, 'must be ≤ 1000')).optional(),
+  arrivalRateScale: numberText(
+    z
+      .number()
+      .min(MIN_ARRIVAL_RATE_SCALE, `must be ≥ ${MIN_ARRIVAL_RATE_SCALE}`)
+      .max(MAX_ARRIVAL_RATE_SCALE, `must be ≤ ${MAX_ARRIVAL_RATE_SCALE}`),
+  ).optional(),
   arrivalGapSeconds: numberText(z.number().min(0, 'must be ≥ 0')).optional(),
   latencySensitive: numberText(z.number().min(0, 'must be ≥ 0').max(1, 'must be ≤ 1')).optional(),
   jobIds: z.enum(TRACE_JOB_IDS, { message: `must be ${TRACE_JOB_IDS.join(' or ')}` }).optional(),
@@ -266,7 +272,7 @@ export function addTraceOptions(command: Command): Command {
     .option('--multi-task <share>', 'share of multi-task jobs in generated traces, 0..1')
     .option(
       '--arrival-rate-scale <x>',
-      'multiply the arrival rate (2 = jobs arrive twice as often; all formats; default 1)',
+      `multiply the arrival rate, ${MIN_ARRIVAL_RATE_SCALE}..${MAX_ARRIVAL_RATE_SCALE} (2 = jobs arrive twice as often; all formats; default 1)`,
     )
     .option(
       '--arrival-gap-seconds <s>',

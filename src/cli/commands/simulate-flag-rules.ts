@@ -1,4 +1,16 @@
 import { ValidationError } from '../../core/validation.js';
+import type { SchedulerName } from '../../scheduler/registry.js';
+
+/**
+ * The baselines that model buying spot capacity: without the spot market (`--spot on`) they would buy on demand and
+ * print on-demand figures under a spot name.
+ */
+export const SPOT_ONLY_SCHEDULERS: readonly SchedulerName[] = ['karpenter-spot', 'skypilot-spot'];
+
+/** The spot-only baselines among `schedulers`, in the order given. */
+export function spotOnlySchedulers(schedulers: readonly string[]): string[] {
+  return schedulers.filter((s) => (SPOT_ONLY_SCHEDULERS as readonly string[]).includes(s));
+}
 
 /**
  * Flags of `fleetwise simulate` that act only beside another: given without it they would do nothing, silently, so
@@ -6,6 +18,8 @@ import { ValidationError } from '../../core/validation.js';
  */
 export interface DependentFlags {
   readonly runtime: 'engine' | 'controller';
+  /** The schedulers run: the spot baselines among them need the spot market. */
+  readonly schedulers: readonly string[];
   readonly spot?: 'on' | 'off' | undefined;
   readonly spotBursts?: number | undefined;
   readonly spotRebalance?: number | undefined;
@@ -22,6 +36,15 @@ export interface DependentFlags {
 
 export function checkDependentFlags(o: DependentFlags): void {
   const spotOn = o.spot === 'on';
+  const spotOnly = spotOnlySchedulers(o.schedulers);
+  if (!spotOn && spotOnly.length > 0) {
+    const many = spotOnly.length > 1;
+    throw new ValidationError('--scheduler', [
+      `${spotOnly.join(', ')} ${many ? 'buy' : 'buys'} spot capacity: ${many ? 'need' : 'needs'} --spot on ` +
+        `(without it ${many ? 'their runs' : 'its run'} would buy on demand and print on-demand figures under a ` +
+        'spot name)',
+    ]);
+  }
   if (!spotOn && o.spotBursts !== undefined)
     throw new ValidationError('--spot-bursts', ['needs --spot on (bursts reclaim spot instances)']);
   if (!spotOn && o.spotRebalance !== undefined)

@@ -42,6 +42,8 @@ import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
 import { formatTable } from '../table.js';
 import { batchProgress, type BatchProgress } from '../batch-progress.js';
 import { checkOutputDirectory } from '../output-target.js';
+import { checkEveryJobAdmissible } from '../../world/never-fits.js';
+import { spotOnlySchedulers } from './simulate-flag-rules.js';
 
 /** Raw commander values (strings); validated by `optionsSchema`. */
 interface RawTuneOptions {
@@ -109,6 +111,11 @@ function parseOptions(raw: RawTuneOptions) {
   const parsed = optionsSchema.safeParse(raw);
   if (!parsed.success) throw new ValidationError('fleetwise tune options', flagProblems(parsed.error));
   const o = parsed.data;
+  if (spotOnlySchedulers([o.scheduler]).length > 0)
+    throw new ValidationError('--scheduler', [
+      `${o.scheduler} buys spot capacity, and tune simulates on-demand capacity only (it has no --spot): its ` +
+        'figures would be on-demand ones under a spot name',
+    ]);
   if (o.capDollarsPerHour === undefined && o.capInstances === undefined)
     throw new ValidationError('fleetwise tune options', [
       '--cap-dollars-per-hour / --cap-instances: give at least one cap; without a cap no job ever waits, so every ' +
@@ -185,6 +192,8 @@ async function tune(raw: RawTuneOptions): Promise<void> {
   const prices = o.priceOverrides === undefined ? undefined : readPriceOverridesFile(o.priceOverrides);
   refuseSpotPricesWithoutSpot(prices, 'tune simulates on-demand capacity only');
   const { traceSpec, catalog, trace } = loadTraceFlags(o, false, prices);
+  // As each candidate's run would, but once and before the search: a job no cap admits alone fails every candidate.
+  checkEveryJobAdmissible(trace, catalog, o.caps, 'standalone');
   // PCS size = resource-time at the minimum allocation: task-seconds, as the simulator's admission classifies.
   const sizes = trace.jobs.map((j) => j.durationSeconds * j.tasks.length);
   const searchSeed = o.searchSeed ?? o.seed ?? 0;

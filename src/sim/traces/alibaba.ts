@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { Catalog } from '../../core/catalog.js';
 import { Rng } from '../../core/random.js';
 import type { Resources } from '../../core/resources.js';
+import { canHost } from '../../scheduler/reservation-price.js';
 import { ValidationError } from '../../core/validation.js';
 import { LineValidationError, noRowsReason, readCsv, type LineProblem } from './csv.js';
 import {
@@ -148,18 +149,14 @@ export function podDemand(pod: AlibabaPod): Resources {
 }
 
 /**
- * Whether some instance type can host the demand, with Eva's filter-only relaxation for CPU-only demands:
- * on a CPU-only type they count `max(1, floor(vcpus/2))` vCPUs (Eva's phys-core view of c7i/r7i). The
- * emitted demand stays the unrelaxed `any` vector (research digest §5.2).
+ * Whether some instance type can host the demand as it is kept, judged as the scheduler and the trace's catalog check
+ * judge it. Eva's filter counts only half the vCPUs of a CPU-only pod on a CPU-only type (its phys-core view of
+ * c7i/r7i), yet emits the whole demand: a pod kept so could never be placed and would fail the run. No pod of the
+ * bundled file with the bundled catalog is kept by one rule and not the other.
  */
 export function catalogCanHost(catalog: Catalog, demand: Resources): boolean {
-  const [gpus, vcpus, memoryGiB] = demand;
-  return catalog.types.some(({ capacity: [capGpus, capVcpus, capMemoryGiB] }) => {
-    if (memoryGiB > capMemoryGiB) return false;
-    if (gpus > 0) return gpus <= capGpus && vcpus <= capVcpus;
-    if (capGpus > 0) return vcpus <= capVcpus;
-    return Math.max(1, Math.floor(vcpus / 2)) <= capVcpus;
-  });
+  const asKept = { any: demand };
+  return catalog.types.some((type) => canHost(type, asKept));
 }
 
 /** Why pods were left out of a conversion: how many of each. */
@@ -256,8 +253,9 @@ export interface AlibabaTraceOptions extends GenerationOptions {
 
 /**
  * Convert the pod list into a trace with Eva's recipe (research digest §5.2):
- *  - drop Failed pods and pods no instance type can host; demand `{any: podDemand}`; also drop pods whose demand
- *    rounds to [0, 0, 0] (Eva would keep them; they would hold nothing yet be billed a whole idle instance);
+ *  - drop Failed pods and pods no instance type can host at their demand `{any: podDemand}` (unlike Eva, not at half
+ *    the vCPUs: `catalogCanHost`); also drop pods whose demand rounds to [0, 0, 0] (Eva would keep them; they would
+ *    hold nothing yet be billed a whole idle instance);
  *  - map each distinct demand vector to a random single-task workload of the catalog, named `workload[k]`
  *    (k counts vectors per workload in order of first appearance); its jobs take that workload's delays,
  *    full throughput and interference identity, but keep the pod's demand;

@@ -12,7 +12,7 @@ import { ARRIVALS_FILES, gapArrivals, isSpecFileName, parseArrivals } from './sp
 import { specFilesTrace } from '../controller-runtime/spec-trace.js';
 import { generateSuccessTrace } from './success-workload.js';
 import { generateSyntheticTrace } from './synthetic.js';
-import { firstJobs, scaleArrivalRate } from './transform.js';
+import { checkScaledArrivals, firstJobs, scaleArrivalRate } from './transform.js';
 import type { Trace } from '../../world/trace.js';
 import { parseWorkloadCatalog, type WorkloadCatalog } from './workloads.js';
 
@@ -38,8 +38,8 @@ export interface LoadTraceOptions {
   /** Multiplies the arrival rate (all formats). */
   readonly arrivalRateScale?: number | undefined;
   /**
-   * Instance types that filter Alibaba pods (default: the bundled us-east-1 catalog) and that the tasks of an Eva or
-   * fleetwise file are checked against (not checked without it).
+   * Instance types that filter Alibaba pods (default: the bundled us-east-1 catalog) and that the tasks of every other
+   * format are checked against (not checked without it; a specs directory is checked spec by spec).
    */
   readonly instanceCatalog?: Catalog | undefined;
   /** Default: data/eva-reference/workload_catalog.json. */
@@ -125,6 +125,22 @@ function loadSpecsDirectory(dir: string, catalog: Catalog, gapSeconds: number | 
 }
 
 /**
+ * A generated or converted trace, checked as a file's is: its arrivals within the span a trace may have (the generators
+ * stretch them by 1/arrivalRateScale) and its tasks against the catalog, so that a job no instance type can host is
+ * refused as bad input before the run rather than failing it once built.
+ */
+function checkedGeneratedTrace(
+  trace: Trace,
+  options: LoadTraceOptions,
+  source: string,
+  catalog: Catalog | undefined,
+): Trace {
+  checkScaledArrivals(trace, options.arrivalRateScale ?? 1);
+  if (catalog !== undefined) checkTraceAgainstCatalog(trace, catalog, source);
+  return trace;
+}
+
+/**
  * Load a trace: an Eva JSON file, an Alibaba pod list converted with Eva's recipe, a synthetic trace, the
  * success paper's staged workload (success-workload.ts), a fleetwise JSON trace (fleetwise-json.ts, what
  * `fleetwise export-trace` writes) or a directory of job specs. Without a path, eva and alibaba read the bundled
@@ -150,10 +166,11 @@ export function loadTrace(path: string | undefined, options: LoadTraceOptions): 
     }
     case 'alibaba': {
       const file = path ?? BUNDLED_ALIBABA_TRACE_PATH;
-      return convertAlibabaTrace(
+      const instanceCatalog = options.instanceCatalog ?? loadCatalogFile();
+      const trace = convertAlibabaTrace(
         readText(file, 'Alibaba pod list'),
         {
-          instanceCatalog: options.instanceCatalog ?? loadCatalogFile(),
+          instanceCatalog,
           workloadCatalog: options.workloadCatalog ?? loadWorkloadCatalog(),
           seed: options.seed,
           jobs: options.jobs,
@@ -163,13 +180,14 @@ export function loadTrace(path: string | undefined, options: LoadTraceOptions): 
         },
         file,
       );
+      return checkedGeneratedTrace(trace, options, file, instanceCatalog);
     }
     case 'synthetic': {
       if (path !== undefined)
         throw new ValidationError('--trace', [
           `a synthetic trace is generated, not read: drop the path ${path}`,
         ]);
-      return generateSyntheticTrace({
+      const trace = generateSyntheticTrace({
         workloadCatalog: options.workloadCatalog ?? loadWorkloadCatalog(),
         seed: options.seed,
         jobs: options.jobs,
@@ -178,19 +196,21 @@ export function loadTrace(path: string | undefined, options: LoadTraceOptions): 
         tasksPerJob: options.tasksPerJob,
         workloads: options.workloads,
       });
+      return checkedGeneratedTrace(trace, options, trace.name, options.instanceCatalog);
     }
     case 'success': {
       if (path !== undefined)
         throw new ValidationError('--trace', [
           `a success trace is generated, not read: drop the path ${path}`,
         ]);
-      return generateSuccessTrace({
+      const trace = generateSuccessTrace({
         workloadCatalog: options.workloadCatalog ?? loadWorkloadCatalog(),
         seed: options.seed,
         jobs: options.jobs,
         arrivalRateScale: options.arrivalRateScale,
         multiTaskShare: options.multiTaskShare,
       });
+      return checkedGeneratedTrace(trace, options, trace.name, options.instanceCatalog);
     }
     case 'fleetwise':
     case 'specs': {

@@ -192,7 +192,7 @@ describe('pod filter and demand conversion', () => {
     expect(pod && podDemand(pod)).toEqual([1, 4, 2]);
   });
 
-  it('relaxes CPU-only demands to half their vCPUs on CPU-only types, for the filter only', () => {
+  it('keeps a CPU-only demand only where a type hosts it whole: what it keeps, the run can place', () => {
     const cpuOnly: Catalog = {
       provider: 'aws',
       region: 'test',
@@ -211,10 +211,9 @@ describe('pod filter and demand conversion', () => {
         },
       ],
     };
-    expect(catalogCanHost(cpuOnly, [0, 8, 8])).toBe(true); // max(1, 8/2) = 4 ≤ 4
-    expect(catalogCanHost(cpuOnly, [0, 9, 8])).toBe(true); // floor(9/2) = 4
-    expect(catalogCanHost(cpuOnly, [0, 10, 8])).toBe(false);
-    expect(catalogCanHost(cpuOnly, [0, 2, 9])).toBe(false); // memory is not relaxed
+    expect(catalogCanHost(cpuOnly, [0, 4, 8])).toBe(true);
+    expect(catalogCanHost(cpuOnly, [0, 8, 8])).toBe(false); // kept, it could never be placed
+    expect(catalogCanHost(cpuOnly, [0, 2, 9])).toBe(false);
     expect(catalogCanHost(instanceCatalog, [1, 8, 61])).toBe(true);
     expect(catalogCanHost(instanceCatalog, [1, 65, 61])).toBe(false); // no GPU type has 65 vCPUs
     expect(catalogCanHost(instanceCatalog, [8, 64, 489])).toBe(false);
