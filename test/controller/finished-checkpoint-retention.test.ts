@@ -1,7 +1,5 @@
 import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
 import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
-import { createServer, request as httpRequest } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -22,6 +20,7 @@ import { FsObjectStore } from '../../src/storage/fs-store.js';
 import type { ObjectStore } from '../../src/storage/object-store.js';
 import { createS3Client, S3ObjectStore } from '../../src/storage/s3-store.js';
 import { describeWithMoto } from '../helpers/moto.js';
+import { startS3FaultProxy, type S3FaultProxy } from '../helpers/s3-fault-proxy.js';
 import { CPU_SMALL, jobSpec, rig } from './controller-fixtures.js';
 
 const DAY = 86_400;
@@ -301,62 +300,14 @@ describe('finished job checkpoints in a filesystem store', () => {
 });
 
 const BUCKET = 'fleetwise-finished-checkpoints';
-const SLOW_DOWN =
-  '<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>' +
-  '<Message>Please reduce your request rate.</Message></Error>';
-
-/** An HTTP proxy in front of moto_server that answers 503 to every request naming a broken job's checkpoints. */
-async function startJobFaultProxy(
-  target: string,
-): Promise<{ url: string; broken: Set<string>; close(): Promise<void> }> {
-  const upstream = new URL(target);
-  const broken = new Set<string>();
-  const server = createServer((req, res) => {
-    const path = decodeURIComponent(req.url ?? '/');
-    if ([...broken].some((job) => path.includes(`checkpoints/${job}/`))) {
-      req.resume();
-      req.on('end', () => {
-        res.writeHead(503, { 'content-type': 'application/xml' });
-        res.end(SLOW_DOWN);
-      });
-      return;
-    }
-    const forward = httpRequest(
-      {
-        host: upstream.hostname,
-        port: upstream.port,
-        method: req.method,
-        path: req.url,
-        headers: req.headers,
-      },
-      (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
-      },
-    );
-    forward.on('error', () => res.destroy());
-    req.pipe(forward);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    broken,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
 
 describeWithMoto(
   'finished job checkpoints in S3',
   (moto) => {
-    let proxy: Awaited<ReturnType<typeof startJobFaultProxy>>;
+    let proxy: S3FaultProxy;
     let client: S3Client;
     beforeAll(async () => {
-      proxy = await startJobFaultProxy(moto.endpoint);
+      proxy = await startS3FaultProxy(moto.endpoint);
       client = createS3Client({ ...moto.clientOptions, endpoint: proxy.url });
       await client.send(new CreateBucketCommand({ Bucket: BUCKET }));
     });
@@ -365,12 +316,12 @@ describeWithMoto(
       await proxy.close();
     });
     retentionContract(() => {
-      proxy.broken.clear();
+      proxy.failingPaths.clear();
       return Promise.resolve({
         // Each test in its own prefix of the bucket.
         store: new S3ObjectStore(client, BUCKET, `cluster-${++opened}/`, { listPageSize: 3 }),
-        breakJob: (jobId) => proxy.broken.add(jobId),
-        healJob: (jobId) => proxy.broken.delete(jobId),
+        breakJob: (jobId) => proxy.failingPaths.add(jobCheckpointsPrefix(jobId)),
+        healJob: (jobId) => proxy.failingPaths.delete(jobCheckpointsPrefix(jobId)),
       });
     });
   },

@@ -3,6 +3,8 @@ import { ManualClock } from '../../src/controller/clock.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { controllerWorld } from '../../src/controller/eta-world.js';
 import { buildSnapshot, JOB_PREPARED_EVENT, readSnapshotInputs } from '../../src/controller/snapshot.js';
+import type { JobSpec } from '../../src/controller/job-spec/spec.js';
+import type { TaskRecord } from '../../src/controller/state-store.js';
 import { catalog, CPU_SMALL, jobSpec, rig, workerTaskControlFor } from './controller-fixtures.js';
 
 /**
@@ -10,28 +12,37 @@ import { catalog, CPU_SMALL, jobSpec, rig, workerTaskControlFor } from './contro
  * (`starting`: the image pulled or built, the checkpoint downloaded): until then the round pins it where it is, as the
  * simulator's engine pins a job until every task has been prepared.
  */
+/**
+ * One job of `spec` started on a fresh instance whose worker (its token set) has not reported yet: what its worker then
+ * reports of its task (`report`), and the store and clock.
+ */
+async function startedJob(spec: JobSpec) {
+  const clock = new ManualClock();
+  const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+  const workers = workerTaskControlFor(store, clock, {
+    objectStoreLocation: '/tmp/fleetwise-prepared-objects',
+  });
+  const r = rig({}, { store, clock, tasks: workers, workers });
+  const job = r.controller.submit(spec, 'research');
+  await r.controller.runRound();
+  await r.controller.reconcile();
+  const token = 'worker-token-prepared-0123456789abcdef';
+  for (const i of store.listInstances({ states: ['running'] })) store.setWorkerToken(i.id, token);
+  await r.controller.reconcile();
+  const [task] = store.listTasks({ jobId: job.id });
+  expect(task?.state).toBe('running');
+  const report = (state: 'starting' | 'running') =>
+    workers.heartbeat(token, { tasks: [{ taskId: task?.id as string, state, attempt: 1 }] });
+  return { clock, store, r, job, task: task as TaskRecord, report };
+}
+
 describe('a job whose worker still prepares its task', () => {
   it('is prepared only once the worker reports the task running', async () => {
-    const clock = new ManualClock();
-    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
-    const workers = workerTaskControlFor(store, clock, {
-      objectStoreLocation: '/tmp/fleetwise-prepared-objects',
-    });
-    const r = rig({}, { store, clock, tasks: workers, workers });
-    const job = r.controller.submit(jobSpec('one', CPU_SMALL), 'research');
-    await r.controller.runRound();
-    await r.controller.reconcile();
-    const token = 'worker-token-prepared-0123456789abcdef';
-    for (const i of store.listInstances({ states: ['running'] })) store.setWorkerToken(i.id, token);
-    await r.controller.reconcile();
-    const [task] = store.listTasks({ jobId: job.id });
-    expect(task?.state).toBe('running');
+    const { clock, store, r, job, report } = await startedJob(jobSpec('one', CPU_SMALL));
     const prepared = () => store.listEvents({ jobId: job.id, kind: JOB_PREPARED_EVENT });
     const reconfigurable = () =>
       buildSnapshot(readSnapshotInputs(store, clock.nowSeconds())).jobs.find((j) => j.id === job.id)
         ?.reconfigurable;
-    const report = (state: 'starting' | 'running') =>
-      workers.heartbeat(token, { tasks: [{ taskId: task?.id as string, state, attempt: 1 }] });
 
     report('starting');
     clock.advance(30);
@@ -47,29 +58,11 @@ describe('a job whose worker still prepares its task', () => {
   });
 
   it('is still being started in the predictions’ world until then, and makes progress from then on', async () => {
-    const clock = new ManualClock();
-    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
-    const workers = workerTaskControlFor(store, clock, {
-      objectStoreLocation: '/tmp/fleetwise-prepared-objects',
+    const { clock, store, r, job, task, report } = await startedJob({
+      ...jobSpec('one', CPU_SMALL, { expectedDurationSeconds: 3600 }),
+      checkpoint: { signal: 'SIGTERM', timeoutSeconds: 60, restoreDelaySeconds: 30, initDelaySeconds: 20 },
     });
-    const r = rig({}, { store, clock, tasks: workers, workers });
-    const job = r.controller.submit(
-      {
-        ...jobSpec('one', CPU_SMALL, { expectedDurationSeconds: 3600 }),
-        checkpoint: { signal: 'SIGTERM', timeoutSeconds: 60, restoreDelaySeconds: 30, initDelaySeconds: 20 },
-      },
-      'research',
-    );
-    await r.controller.runRound();
-    await r.controller.reconcile();
-    const token = 'worker-token-prepared-0123456789abcdef';
-    for (const i of store.listInstances({ states: ['running'] })) store.setWorkerToken(i.id, token);
-    await r.controller.reconcile();
-    const [task] = store.listTasks({ jobId: job.id });
-    expect(task?.state).toBe('running');
-    const startedAt = task?.updatedAtSeconds ?? NaN;
-    const report = (state: 'starting' | 'running') =>
-      workers.heartbeat(token, { tasks: [{ taskId: task?.id as string, state, attempt: 1 }] });
+    const startedAt = task.updatedAtSeconds;
     const worldJob = () =>
       controllerWorld(readSnapshotInputs(store, clock.nowSeconds()), {
         catalog,

@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net';
 /**
  * An HTTP proxy in front of moto_server that makes S3 fail in the middle of a transfer, as a store's blip does:
  * UploadPart calls from a part number on answer 503 SlowDown (an outage starting mid multipart upload), or GetObject
- * bodies break off after some bytes (a connection reset mid-download). Everything else passes through.
+ * bodies break off after some bytes (a connection reset mid-download); or every request on some keys answers 503.
+ * Everything else passes through.
  */
 export interface S3FaultProxy {
   readonly url: string;
@@ -14,6 +15,8 @@ export interface S3FaultProxy {
   cutDownloadsAfter(bytes: number | undefined): void;
   /** UploadPart calls answered 503 so far. */
   readonly refusedParts: number;
+  /** Every request whose (decoded) path holds one of these answers 503 (a store failing on some keys only). */
+  readonly failingPaths: Set<string>;
   close(): Promise<void>;
 }
 
@@ -22,16 +25,16 @@ export async function startS3FaultProxy(target: string): Promise<S3FaultProxy> {
   let failFrom: number | undefined;
   let cutAfter: number | undefined;
   let refusedParts = 0;
+  const failingPaths = new Set<string>();
   const server: Server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://proxy');
     const part = Number(url.searchParams.get('partNumber') ?? 0);
-    if (
-      req.method === 'PUT' &&
-      url.searchParams.has('uploadId') &&
-      failFrom !== undefined &&
-      part >= failFrom
-    ) {
-      refusedParts++;
+    const path = decodeURIComponent(req.url ?? '/');
+    const failingPath = [...failingPaths].some((fragment) => path.includes(fragment));
+    const failingPart =
+      req.method === 'PUT' && url.searchParams.has('uploadId') && failFrom !== undefined && part >= failFrom;
+    if (failingPath || failingPart) {
+      if (failingPart) refusedParts++;
       req.resume();
       req.on('end', () => {
         res.writeHead(503, { 'content-type': 'application/xml' });
@@ -88,6 +91,7 @@ export async function startS3FaultProxy(target: string): Promise<S3FaultProxy> {
     get refusedParts() {
       return refusedParts;
     },
+    failingPaths,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
