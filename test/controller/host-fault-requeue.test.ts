@@ -354,7 +354,8 @@ describe('a task that cannot start because of its worker host', () => {
 });
 
 describe('a host that can start nothing', () => {
-  it('is drained when its worker reports it broken (a failing disk, an engine down), the job queued again', async () => {
+  /** A job started on a fresh instance whose worker then reports its start failed: the host broken. */
+  async function brokenStart(earlierHostFaults: number) {
     const clock = new ManualClock();
     const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
     const workers = workerTaskControlFor(store, clock, { objectStoreLocation: objects });
@@ -368,6 +369,12 @@ describe('a host that can start nothing', () => {
     const task = taskOf(store, `${job.id}.0`);
     expect(task.state).toBe('running');
     const instanceId = task.instanceId as string;
+    for (let i = 0; i < earlierHostFaults; i++)
+      store.appendEvent({
+        kind: HOST_FAULT_EVENT,
+        jobId: job.id,
+        message: `an earlier host fault (${i + 1})`,
+      });
     // What the worker's heartbeat says of a start its engine refused (src/worker/host-fault.ts: `broken`).
     workers.heartbeat(token, {
       tasks: [
@@ -381,6 +388,11 @@ describe('a host that can start nothing', () => {
       ],
     });
     await r.controller.reconcile();
+    return { store, job, task, instanceId };
+  }
+
+  it('is drained when its worker reports it broken (a failing disk, an engine down), the job queued again', async () => {
+    const { store, job, task, instanceId } = await brokenStart(0);
     expect(store.getJob(job.id)).toMatchObject({ state: 'queued', attempts: 2 });
     expect(drainOf(store, instanceId)).toBe(
       `host fault: task ${task.id} could not start there: could not start: connect ENOENT /var/run/docker.sock`,
@@ -389,5 +401,13 @@ describe('a host that can start nothing', () => {
       instanceId,
       data: { requeue: 1, fault: 'broken' },
     });
+  });
+
+  it('is drained too once the job has used its host-fault runs, though the job then fails', async () => {
+    const { store, job, task, instanceId } = await brokenStart(MAX_HOST_FAULT_REQUEUES);
+    expect(store.getJob(job.id)?.state).toBe('failed');
+    expect(drainOf(store, instanceId)).toBe(
+      `host fault: task ${task.id} could not start there: could not start: connect ENOENT /var/run/docker.sock`,
+    );
   });
 });

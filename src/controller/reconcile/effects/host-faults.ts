@@ -56,14 +56,18 @@ export function hostFaultOutcome(
   const fault = control.hostFault?.(task);
   if (instanceId === undefined || fault === undefined) return undefined;
   const requeues = hostFaultRuns(ctx.store, job.id);
-  if (requeues >= MAX_HOST_FAULT_REQUEUES)
+  const why = control.failureReason?.(task) ?? 'its start failed';
+  const drainReason = `host fault: task ${task.id} could not start there: ${why}`;
+  if (requeues >= MAX_HOST_FAULT_REQUEUES) {
+    // Past the job's bound the failure counts as its own, but a broken host is still broken for every other job.
+    if (fault === 'broken') drain(ctx, instanceId, drainReason);
     return {
       kind: 'counted',
       note:
         `its instance ${instanceId}'s host was at fault, and the job was already placed again ` +
         `${requeues} time${requeues === 1 ? '' : 's'} for host faults (at most ${MAX_HOST_FAULT_REQUEUES})`,
     };
-  const why = control.failureReason?.(task) ?? 'its start failed';
+  }
   const reason = `task ${task.id} could not start on ${instanceId} because of the instance's host, not the job: ${why}`;
   releaseTasks(reason);
   // A new run of the job (its attempt number moves on, so neither its worker nor the controller takes the failed
@@ -98,7 +102,7 @@ export function hostFaultOutcome(
     `task ${task.id} could not start on ${instanceId} (${why}); queued again without using an attempt (${count}), ` +
       instanceFate,
   );
-  if (drains) drain(ctx, instanceId, `host fault: task ${task.id} could not start there: ${why}`);
+  if (drains) drain(ctx, instanceId, drainReason);
   ctx.log.warn(`job ${job.id} queued again: host fault on ${instanceId}`, { taskId: task.id, reason: why });
   return { kind: 'requeued', job: queued, instanceId };
 }

@@ -593,8 +593,8 @@ function taskFailed(ctx: ReconcileContext, job: JobRecord, task: TaskRecord): Jo
   const reported = ctx.deps.tasks.failureReason?.(task);
   const why = host === undefined ? reported : `${reported ?? 'its start failed'} (${host.note})`;
   const failure = `task ${task.id} failed${why === undefined ? '' : `: ${why}`}`;
-  // Runs a host fault ended are not the job's attempts (host-faults.ts).
-  const attempt = job.attempts - hostFaultRuns(ctx.store, job.id);
+  // Runs a host fault ended are not the job's attempts (host-faults.ts); never below its first.
+  const attempt = Math.max(1, job.attempts - hostFaultRuns(ctx.store, job.id));
   const verdict = retryVerdict(job.spec, attempt, code);
   if (verdict.retry)
     return outcomeOf(
