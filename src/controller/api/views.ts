@@ -158,7 +158,9 @@ export function jobSummary(
     attempts: job.attempts,
     // Runs a host fault ended come on top of the retryStrategy's (reconcile/effects/host-faults.ts).
     maxAttempts:
-      (job.spec.retryStrategy?.attempts ?? 1) + (store === undefined ? 0 : hostFaultRuns(store, job.id)),
+      (job.spec.retryStrategy?.attempts ?? 1) +
+      // Each such run is one more attempt number: a job on its first has none, and listings read no events for it.
+      (store === undefined || job.attempts <= 1 ? 0 : hostFaultRuns(store, job.id)),
     progress: { completed: job.completedIterations, total: job.totalIterations ?? null },
     taskCount,
     queue: final ? null : (record?.queue ?? null),
