@@ -31,7 +31,7 @@ import {
   DEFAULT_PREDICTION_BUDGET_SECONDS,
   DEFAULT_PREDICTION_HORIZON_SECONDS,
   type PredictFn,
-} from './eta-world.js';
+} from './eta-predictions.js';
 import { clusterView, whyJob } from './explain.js';
 import { submissionWarnings, type ExecutorKind } from './execution-check.js';
 import { InjectedCrash, type FaultInjector } from './faults.js';

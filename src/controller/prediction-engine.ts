@@ -1,4 +1,4 @@
-import type { PredictFn, PredictionRun } from './eta-world.js';
+import type { PredictFn, PredictionRun } from './eta-predictions.js';
 import { runPredictionJob, type PredictionJob } from './prediction-job.js';
 
 /**

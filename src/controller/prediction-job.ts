@@ -1,7 +1,7 @@
 import type { Catalog } from '../core/catalog.js';
 import { Admission, type AdmissionSettings, type AdmissionState } from '../queue/admission.js';
 import type { JobQueueView } from '../queue/admission-views.js';
-import { predictEtas, type PredictFn, type PredictionRun } from './eta-world.js';
+import { predictEtas, type PredictFn, type PredictionRun } from './eta-predictions.js';
 import { buildScheduler, type SchedulerRecipe } from './scheduler-recipe.js';
 import type { SnapshotInputs } from './snapshot.js';
 

@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import type { PredictionRun } from './eta-world.js';
+import type { PredictionRun } from './eta-predictions.js';
 import { PredictionEngineClosedError, type PredictionEngine } from './prediction-engine.js';
 import type { PredictionJob } from './prediction-job.js';
 

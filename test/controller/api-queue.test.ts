@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
-import type { PredictFn } from '../../src/controller/eta-world.js';
+import type { PredictFn } from '../../src/controller/eta-predictions.js';
 import type { TaskControl, TaskStatus } from '../../src/controller/seams.js';
 import type { TaskRecord } from '../../src/controller/state-store.js';
 import { catalog, CPU_SMALL, jobSpec, liveRecords, rig, type Rig } from './controller-fixtures.js';

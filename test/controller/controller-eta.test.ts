@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { completionText, predictionErrorText } from '../../src/cli/commands/job.js';
-import { controllerWorld, type PredictFn } from '../../src/controller/eta-world.js';
+import type { PredictFn } from '../../src/controller/eta-predictions.js';
+import { controllerWorld } from '../../src/controller/eta-world.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import { readQueueRecord } from '../../src/controller/queue-records.js';
 import type { TaskControl, TaskStartRequest, TaskStatus } from '../../src/controller/seams.js';
