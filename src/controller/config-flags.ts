@@ -94,7 +94,18 @@ export function flagNameOf(field: keyof ControllerFlags): string {
   return `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
 }
 
+/**
+ * File settings a flag replaces, by the flag's path: another way of saying what the flag says (`--subnets` and the
+ * file's `ec2.placements` both say where instances go). Kept, they would beat the flag or be refused with it, while
+ * flags override the file.
+ */
+const REPLACES: ReadonlyMap<string, readonly (readonly string[])[]> = new Map([
+  ['ec2.subnetIds', [['ec2', 'placements']]],
+]);
+
+/** Lay one flag's value over the file at its path, dropping the file's settings it replaces (`REPLACES`). */
 export function setPath(target: Json, path: readonly string[], value: unknown): void {
+  for (const replaced of REPLACES.get(path.join('.')) ?? []) deletePath(target, replaced);
   let node = target;
   for (const key of path.slice(0, -1)) {
     const next = node[key];
@@ -102,6 +113,16 @@ export function setPath(target: Json, path: readonly string[], value: unknown): 
     node = node[key] as Json;
   }
   node[path[path.length - 1] as string] = value;
+}
+
+function deletePath(target: Json, path: readonly string[]): void {
+  let node: unknown = target;
+  for (const key of path.slice(0, -1)) {
+    if (typeof node !== 'object' || node === null || Array.isArray(node)) return;
+    node = (node as Json)[key];
+  }
+  if (typeof node === 'object' && node !== null && !Array.isArray(node))
+    delete (node as Json)[path[path.length - 1] as string];
 }
 
 export function flagValue(raw: string | boolean, kind: 'string' | 'number' | 'boolean' | 'list'): unknown {

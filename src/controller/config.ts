@@ -236,48 +236,55 @@ const placementSchema = z.strictObject({
     .optional(),
 });
 
-const ec2Schema = z.strictObject({
-  /** Worker AMI; when left out, the newest Amazon Linux 2023 x86_64 AMI of the region is looked up at startup. */
-  amiId: z
-    .string()
-    .regex(/^ami-[0-9a-f]{8,17}$/, 'an AMI id like ami-0123456789abcdef0')
-    .optional(),
-  /** Zones (with an optional subnet each) in preference order; default: the region's available zones. */
-  placements: z.array(placementSchema).min(1).optional(),
-  /** Subnets whose zones are looked up at startup (an alternative to `placements`). */
-  subnetIds: z
-    .array(z.string().regex(/^subnet-[0-9a-f]{8,17}$/, 'a subnet id like subnet-0123456789abcdef0'))
-    .min(1)
-    .optional(),
-  securityGroupIds: z
-    .array(z.string().regex(/^sg-[0-9a-f]{8,17}$/, 'a security group id like sg-0123…'))
-    .default([]),
-  instanceProfile: z.string().min(1).optional(),
-  keyName: z.string().min(1).optional(),
-  /**
-   * Extra tags on every instance (cost allocation): checked by the launch request's own rule (the `fleetwise:` and
-   * `aws:` prefixes are reserved; EC2's 50 tags per instance include fleetwise's own), so a tag every launch would be
-   * refused for fails the start instead.
-   */
-  tags: extraTagsSchema.default({}),
-  /** Seconds a capacity error for (type, zone) is remembered (Karpenter: 3 min; industry-anchors.md §(c) 6). */
-  capacityErrorTtlSeconds: nonNegative.optional(),
-  /** Start a worker on new instances through user data (infra/worker-user-data.sh); leave out for a baked AMI. */
-  worker: z
-    .strictObject({
-      /** Where workers reach this controller's API. */
-      controllerUrl: z.string().min(1),
-      packageSpec: z.string().min(1).optional(),
-      nodeVersion: z.string().min(1).optional(),
-      templatePath: z.string().min(1).optional(),
-      /**
-       * PEM certificate(s) the workers' signed instance identity documents are verified against; default: AWS's
-       * RSA-2048 certificate for the region, bundled in infra/aws-identity-certificates/.
-       */
-      identityCertificate: z.string().min(1).optional(),
-    })
-    .optional(),
-});
+const ec2Schema = z
+  .strictObject({
+    /** Worker AMI; when left out, the newest Amazon Linux 2023 x86_64 AMI of the region is looked up at startup. */
+    amiId: z
+      .string()
+      .regex(/^ami-[0-9a-f]{8,17}$/, 'an AMI id like ami-0123456789abcdef0')
+      .optional(),
+    /** Zones (with an optional subnet each) in preference order; default: the region's available zones. */
+    placements: z.array(placementSchema).min(1).optional(),
+    /** Subnets whose zones are looked up at startup (an alternative to `placements`). */
+    subnetIds: z
+      .array(z.string().regex(/^subnet-[0-9a-f]{8,17}$/, 'a subnet id like subnet-0123456789abcdef0'))
+      .min(1)
+      .optional(),
+    securityGroupIds: z
+      .array(z.string().regex(/^sg-[0-9a-f]{8,17}$/, 'a security group id like sg-0123…'))
+      .default([]),
+    instanceProfile: z.string().min(1).optional(),
+    keyName: z.string().min(1).optional(),
+    /**
+     * Extra tags on every instance (cost allocation): checked by the launch request's own rule (the `fleetwise:` and
+     * `aws:` prefixes are reserved; EC2's 50 tags per instance include fleetwise's own), so a tag every launch would be
+     * refused for fails the start instead.
+     */
+    tags: extraTagsSchema.default({}),
+    /** Seconds a capacity error for (type, zone) is remembered (Karpenter: 3 min; industry-anchors.md §(c) 6). */
+    capacityErrorTtlSeconds: nonNegative.optional(),
+    /** Start a worker on new instances through user data (infra/worker-user-data.sh); leave out for a baked AMI. */
+    worker: z
+      .strictObject({
+        /** Where workers reach this controller's API. */
+        controllerUrl: z.string().min(1),
+        packageSpec: z.string().min(1).optional(),
+        nodeVersion: z.string().min(1).optional(),
+        templatePath: z.string().min(1).optional(),
+        /**
+         * PEM certificate(s) the workers' signed instance identity documents are verified against; default: AWS's
+         * RSA-2048 certificate for the region, bundled in infra/aws-identity-certificates/.
+         */
+        identityCertificate: z.string().min(1).optional(),
+      })
+      .optional(),
+  })
+  // Two ways of saying where instances go: one of them would be silently dropped (`--subnets` replaces the file's
+  // placements instead: config-flags.ts).
+  .refine((e) => e.placements === undefined || e.subnetIds === undefined, {
+    message: 'give either ec2.placements or ec2.subnetIds, not both',
+    path: ['subnetIds'],
+  });
 
 /** Build context limits (src/protocol/context-limits.ts); each left out keeps its default. */
 const contextLimitFields = {

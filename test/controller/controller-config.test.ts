@@ -151,6 +151,44 @@ describe('controller configuration', () => {
     expect(config.pollSeconds).toBe(15);
   });
 
+  it('lets --subnets replace the file’s ec2.placements, and refuses a file giving both', () => {
+    const placed = file(
+      'placed.yaml',
+      ['cluster: c', 'stateDir: s', 'ec2:', '  placements:', '    - availabilityZone: us-east-1c'].join('\n'),
+    );
+    const flagged = loadControllerConfig({
+      flags: { config: placed, subnets: 'subnet-0123456789abcdef0' },
+      env: {},
+      defaultRegion: 'us-east-1',
+    });
+    expect(flagged.ec2.subnetIds).toEqual(['subnet-0123456789abcdef0']);
+    expect(flagged.ec2.placements).toBeUndefined();
+    // Without the flag, the file's placements stand.
+    const filed = loadControllerConfig({ flags: { config: placed }, env: {}, defaultRegion: 'us-east-1' });
+    expect(filed.ec2.placements).toEqual([{ availabilityZone: 'us-east-1c' }]);
+    expect(filed.ec2.subnetIds).toBeUndefined();
+
+    const both = file(
+      'both.yaml',
+      [
+        'cluster: c',
+        'stateDir: s',
+        'ec2:',
+        '  placements:',
+        '    - availabilityZone: us-east-1c',
+        '  subnetIds: [subnet-0123456789abcdef0]',
+      ].join('\n'),
+    );
+    expect(
+      problemsOf(() =>
+        loadControllerConfig({ flags: { config: both }, env: {}, defaultRegion: 'us-east-1' }),
+      ),
+    ).toEqual({
+      source: both,
+      problems: ['ec2.subnetIds (line 6): give either ec2.placements or ec2.subnetIds, not both'],
+    });
+  });
+
   it('names the flag, or the file field and its line, in errors', () => {
     const flagged = problemsOf(() =>
       loadControllerConfig({

@@ -5,12 +5,14 @@ import {
   type EC2Client,
 } from '@aws-sdk/client-ec2';
 import { ValidationError } from '../../core/validation.js';
+import { awsErrorCode } from './client-config.js';
 import type { Ec2ProviderConfig } from './ec2-provider.js';
 
 /**
  * What the EC2 provider needs that an operator may leave out, looked up in the account itself at startup: the worker
  * AMI (the newest Amazon Linux 2023) and where instances go (the zones of the given subnets, else every available
- * zone of the region). Problems name the setting to fix (`ec2.amiId`, `ec2.subnetIds`, `ec2.placements`).
+ * zone of the region); given placements' subnets are checked to be in their zones. Problems name the setting to fix
+ * (`ec2.amiId`, `ec2.subnetIds`, `ec2.placements`).
  */
 
 export type Ec2Placement = Ec2ProviderConfig['placements'][number];
@@ -21,7 +23,7 @@ export interface Ec2DiscoveryRequest {
   readonly region: string;
   readonly amiId?: string | undefined;
   readonly placements?: readonly Ec2Placement[] | undefined;
-  /** Subnets whose zones become the placements (when `placements` is left out). */
+  /** Subnets whose zones become the placements (instead of `placements`: giving both is refused). */
   readonly subnetIds?: readonly string[] | undefined;
 }
 
@@ -53,20 +55,90 @@ export async function newestAmazonLinuxAmi(client: EC2Client): Promise<string | 
   return newest?.ImageId;
 }
 
-/** One placement per subnet, in the order given, each in the subnet's zone. */
+/**
+ * Each subnet's availability zone, as EC2 describes it; a subnet it does not know is absent, or refused by EC2 itself
+ * (InvalidSubnetID.NotFound, naming it), which is then a problem of `field`.
+ */
+async function zonesOfSubnets(
+  client: EC2Client,
+  subnetIds: readonly string[],
+  field: string,
+): Promise<Map<string, string>> {
+  let subnets;
+  try {
+    subnets = await client.send(new DescribeSubnetsCommand({ SubnetIds: [...new Set(subnetIds)] }));
+  } catch (e) {
+    if (awsErrorCode(e)?.startsWith('InvalidSubnetID') === true)
+      throw new ValidationError(field, [(e as Error).message]);
+    throw e;
+  }
+  const zoneOf = new Map<string, string>();
+  for (const s of subnets.Subnets ?? [])
+    if (s.SubnetId !== undefined && s.AvailabilityZone !== undefined)
+      zoneOf.set(s.SubnetId, s.AvailabilityZone);
+  return zoneOf;
+}
+
+/**
+ * One placement per subnet, in the order given, each in the subnet's zone. A placement stands for a whole zone (the
+ * provider keys its attempts and capacity errors by zone), so two subnets of one zone are refused by name.
+ */
 export async function placementsOfSubnets(
   client: EC2Client,
   subnetIds: readonly string[],
   region: string,
 ): Promise<Ec2Placement[]> {
-  const subnets = await client.send(new DescribeSubnetsCommand({ SubnetIds: [...subnetIds] }));
-  const zoneOf = new Map((subnets.Subnets ?? []).map((s) => [s.SubnetId, s.AvailabilityZone]));
-  return subnetIds.map((subnetId) => {
+  const twice = subnetIds.filter((id, i) => subnetIds.indexOf(id) !== i);
+  if (twice.length > 0)
+    throw new ValidationError(
+      'ec2.subnetIds',
+      [...new Set(twice)].map((id) => `${id} is given more than once`),
+    );
+  const zoneOf = await zonesOfSubnets(client, subnetIds, 'ec2.subnetIds');
+  const placements = subnetIds.map((subnetId) => {
     const zone = zoneOf.get(subnetId);
     if (zone === undefined)
       throw new ValidationError('ec2.subnetIds', [`${subnetId}: no such subnet in ${region}`]);
     return { availabilityZone: zone, subnetId };
   });
+  const byZone = new Map<string, string[]>();
+  for (const p of placements)
+    byZone.set(p.availabilityZone, [...(byZone.get(p.availabilityZone) ?? []), p.subnetId]);
+  const shared = [...byZone].filter(([, ids]) => ids.length > 1);
+  if (shared.length > 0)
+    throw new ValidationError(
+      'ec2.subnetIds',
+      shared.map(
+        ([zone, ids]) =>
+          `${ids.join(', ')} are ${ids.length === 2 ? 'both' : 'all'} in ${zone}: give at most one subnet per availability zone`,
+      ),
+    );
+  return placements;
+}
+
+/**
+ * Refuse a placement whose subnet is in another zone than the placement names: EC2 launches in the subnet's zone
+ * whatever the placement says, so spot limited to some zones could land in one left out, priced at a pool the plan
+ * never chose. Only the placements that name a subnet are described (none: no call).
+ */
+export async function checkPlacementSubnets(
+  client: EC2Client,
+  placements: readonly Ec2Placement[],
+  region: string,
+): Promise<void> {
+  const subnetIds = placements.flatMap((p) => (p.subnetId === undefined ? [] : [p.subnetId]));
+  if (subnetIds.length === 0) return;
+  const zoneOf = await zonesOfSubnets(client, subnetIds, 'ec2.placements');
+  const problems = placements.flatMap((p, i) => {
+    if (p.subnetId === undefined) return [];
+    const zone = zoneOf.get(p.subnetId);
+    const placement = `${i} (availabilityZone ${p.availabilityZone}, subnetId ${p.subnetId})`;
+    if (zone === undefined) return [`${placement}: no such subnet in ${region}`];
+    return zone === p.availabilityZone
+      ? []
+      : [`${placement}: subnet ${p.subnetId} is in ${zone}, not in ${p.availabilityZone}`];
+  });
+  if (problems.length > 0) throw new ValidationError('ec2.placements', problems);
 }
 
 /** The region's available availability zones (not Local or Wavelength Zones), sorted by name. */
@@ -81,7 +153,10 @@ export async function availableZones(client: EC2Client): Promise<string[]> {
     .sort();
 }
 
-/** Fill in the AMI and the placements the request leaves out; what it gives is kept as it is, without a call. */
+/**
+ * Fill in the AMI and the placements the request leaves out. What it gives is kept as it is, the placements once the
+ * subnets they name are found in the zones they name.
+ */
 export async function discoverEc2Settings(
   client: EC2Client,
   request: Ec2DiscoveryRequest,
@@ -91,8 +166,12 @@ export async function discoverEc2Settings(
     throw new ValidationError('ec2.amiId', [
       'not set, and no Amazon Linux 2023 AMI was found in the region: set --ami',
     ]);
+  // Two ways of saying where instances go: taking one would silently drop the other.
+  if (request.placements !== undefined && request.subnetIds !== undefined)
+    throw new ValidationError('ec2', ['give either ec2.placements or ec2.subnetIds (--subnets), not both']);
   let placements = request.placements?.map((p) => ({ ...p }));
-  if (placements === undefined && request.subnetIds !== undefined)
+  if (placements !== undefined) await checkPlacementSubnets(client, placements, request.region);
+  if (request.subnetIds !== undefined)
     placements = await placementsOfSubnets(client, request.subnetIds, request.region);
   if (placements === undefined) {
     const zones = await availableZones(client);

@@ -143,6 +143,32 @@ class SpotUnauthorized {
   ) {}
 }
 
+/**
+ * A spot launch with no zone to try: none of the zones the request allows spot in (`spotZones`: where the caller's
+ * catalog has a pool of the type, within its caps) is one of the provider's. EC2 was not asked, so the code is not
+ * one of EC2's capacity codes; still a capacity error, so the caller moves on to another type as after one.
+ */
+export class NoSpotPoolError extends InsufficientCapacityError {
+  override readonly code = 'NoSpotPool';
+
+  constructor(
+    typeName: string,
+    /** The zones the request allowed spot in. */
+    readonly allowedZones: readonly string[],
+    /** The zones the provider launches in (its placements'). */
+    readonly providerZones: readonly string[],
+    /** Whether the launch may be bought on demand instead (said in the message when it may not). */
+    onDemandFallback: boolean,
+  ) {
+    super(typeName, [], []);
+    this.message =
+      `no spot pool of ${typeName} in the allowed zones: spot is allowed in ` +
+      `${allowedZones.length === 0 ? 'no zone' : allowedZones.join(', ')}, instances go to ${providerZones.join(', ')}` +
+      (onDemandFallback ? '' : '; buying it on demand instead is not allowed for this launch');
+    this.name = 'NoSpotPoolError';
+  }
+}
+
 /** One RunInstances attempt: a zone, the market, and the placement group to launch into, if any. */
 interface LaunchAttempt {
   readonly placement: Placement;
@@ -302,7 +328,8 @@ export class Ec2Provider implements CloudProvider {
    * interruption), the instance is launched on demand instead and the result says why: an instance now beats a
    * cheaper one later (Karpenter falls back from spot to on-demand capacity the same way). A request that does not
    * allow the fallback (`onDemandFallback: false`: the on-demand price would break the caller's cap) gets the spot
-   * capacity error instead.
+   * capacity error instead. A spot launch none of whose allowed zones is the provider's asks EC2 for no spot at all
+   * and says so (NoSpotPoolError), rather than passing for a capacity refusal.
    */
   async launch(input: LaunchRequest): Promise<LaunchResult> {
     const request = parseWith(launchRequestSchema, input, 'launch request');
@@ -339,7 +366,8 @@ export class Ec2Provider implements CloudProvider {
       const onDemand = await this.launchIn(request, 'on-demand');
       if (onDemand instanceof InsufficientCapacityError || onDemand instanceof SpotUnauthorized)
         throw onDemand;
-      return { ...onDemand, marketFallback: `no spot capacity: ${spot.message}; launched on demand` };
+      const why = spot instanceof NoSpotPoolError ? spot.message : `no spot capacity: ${spot.message}`;
+      return { ...onDemand, marketFallback: `${why}; launched on demand` };
     }
     const launched = await this.launchIn(request, 'on-demand');
     if (launched instanceof InsufficientCapacityError || launched instanceof SpotUnauthorized) throw launched;
@@ -354,12 +382,21 @@ export class Ec2Provider implements CloudProvider {
     request: ValidRequest,
     market: Market,
   ): Promise<LaunchResult | InsufficientCapacityError | SpotUnauthorized> {
+    const allowed = market === 'spot' ? request.spotZones : undefined;
     const { candidates, skipped } = this.zonesToTry(
       request.typeName,
       request.availabilityZones,
       market,
-      market === 'spot' ? request.spotZones : undefined,
+      allowed,
     );
+    // No zone to try at all, none refused nor remembered as refused: not a capacity error EC2 gave.
+    if (allowed !== undefined && candidates.length === 0 && skipped.length === 0)
+      return new NoSpotPoolError(
+        request.typeName,
+        allowed,
+        this.config.placements.map((p) => p.availabilityZone),
+        request.onDemandFallback,
+      );
     const attempts: LaunchAttempt[] = candidates.map((placement) => ({ placement, market }));
     // Why the instance is not in the group it asked for, once it is known not to be.
     let groupFallback: string | undefined;

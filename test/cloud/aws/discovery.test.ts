@@ -31,6 +31,7 @@ describeWithMoto(
     let client: EC2Client;
     let subnetB: string;
     let subnetA: string;
+    let subnetA2: string;
 
     beforeAll(async () => {
       client = createEc2Client(moto.clientOptions);
@@ -43,6 +44,7 @@ describeWithMoto(
         ).Subnet?.SubnetId ?? '';
       subnetB = await subnet('us-east-1b', '10.1.1.0/24');
       subnetA = await subnet('us-east-1a', '10.1.0.0/24');
+      subnetA2 = await subnet('us-east-1a', '10.1.2.0/24');
     });
 
     it('defaults the placements to every available zone of the region, sorted', async () => {
@@ -78,7 +80,6 @@ describeWithMoto(
         region: TEST_REGION,
         amiId: 'ami-12c6146b',
         placements,
-        subnetIds: [subnetA],
       });
       expect(found.placements).toEqual(placements);
       expect(found.placements).not.toBe(placements);
@@ -90,6 +91,78 @@ describeWithMoto(
           subnetIds: ['subnet-0123456789abcdef0'],
         }),
       ).rejects.toThrow(/subnet-0123456789abcdef0/);
+    });
+
+    it('refuses placements and subnets given together, rather than dropping the subnets', async () => {
+      const e = await problemOf(
+        discoverEc2Settings(client, {
+          region: TEST_REGION,
+          amiId: 'ami-12c6146b',
+          placements: [{ availabilityZone: 'us-east-1c' }],
+          subnetIds: [subnetA],
+        }),
+      );
+      expect(e.source).toBe('ec2');
+      expect(e.problems).toEqual(['give either ec2.placements or ec2.subnetIds (--subnets), not both']);
+    });
+
+    it('refuses a placement whose subnet is in another zone, naming the placement, the subnet and both zones', async () => {
+      const e = await problemOf(
+        discoverEc2Settings(client, {
+          region: TEST_REGION,
+          amiId: 'ami-12c6146b',
+          placements: [
+            { availabilityZone: 'us-east-1a', subnetId: subnetA },
+            { availabilityZone: 'us-east-1c', subnetId: subnetB },
+          ],
+        }),
+      );
+      expect(e.source).toBe('ec2.placements');
+      expect(e.problems).toEqual([
+        `1 (availabilityZone us-east-1c, subnetId ${subnetB}): subnet ${subnetB} is in us-east-1b, not in us-east-1c`,
+      ]);
+      // In their own zones, they are kept as given.
+      const placements = [
+        { availabilityZone: 'us-east-1a', subnetId: subnetA },
+        { availabilityZone: 'us-east-1b', subnetId: subnetB },
+        { availabilityZone: 'us-east-1c' },
+      ];
+      const found = await discoverEc2Settings(client, {
+        region: TEST_REGION,
+        amiId: 'ami-12c6146b',
+        placements,
+      });
+      expect(found.placements).toEqual(placements);
+      // A subnet EC2 does not know is named too.
+      await expect(
+        discoverEc2Settings(client, {
+          region: TEST_REGION,
+          amiId: 'ami-12c6146b',
+          placements: [{ availabilityZone: 'us-east-1a', subnetId: 'subnet-0123456789abcdef0' }],
+        }),
+      ).rejects.toThrow(/ec2\.placements: .*subnet-0123456789abcdef0/);
+    });
+
+    it('refuses two subnets in one zone, naming both and the zone', async () => {
+      const e = await problemOf(
+        discoverEc2Settings(client, {
+          region: TEST_REGION,
+          amiId: 'ami-12c6146b',
+          subnetIds: [subnetA, subnetB, subnetA2],
+        }),
+      );
+      expect(e.source).toBe('ec2.subnetIds');
+      expect(e.problems).toEqual([
+        `${subnetA}, ${subnetA2} are both in us-east-1a: give at most one subnet per availability zone`,
+      ]);
+      const twice = await problemOf(
+        discoverEc2Settings(client, {
+          region: TEST_REGION,
+          amiId: 'ami-12c6146b',
+          subnetIds: [subnetB, subnetB],
+        }),
+      );
+      expect(twice.problems).toEqual([`${subnetB} is given more than once`]);
     });
 
     it('takes an Amazon Linux 2023 x86_64 AMI of Amazon when none is set', async () => {

@@ -12,7 +12,12 @@ import {
   TAG_LAUNCH_TOKEN,
   type LaunchRequest,
 } from '../../../src/cloud/provider.js';
+import type { Catalog } from '../../../src/core/catalog.js';
+import { ManualClock } from '../../../src/controller/clock.js';
+import { MARKET_FALLBACK_EVENT } from '../../../src/controller/instance-market.js';
+import { launchIntentKey } from '../../../src/controller/state-store.js';
 import { describeWithMoto, TEST_REGION } from '../../helpers/moto.js';
+import { catalog, jobSpec, rig as controllerRig } from '../../controller/controller-fixtures.js';
 
 /**
  * Spot launches against moto_server: RunInstances with spot market options gives a spot instance (EC2's own
@@ -278,6 +283,80 @@ describeWithMoto(
       expect(onDemand).toMatchObject({ availabilityZone: 'us-east-1a' });
       expect(onDemand.market).toBeUndefined();
       expect(runs.map((r) => [r.Placement?.AvailabilityZone, isSpot(r)])).toEqual([['us-east-1a', false]]);
+    });
+
+    it("a spot launch none of whose allowed zones is the provider's asks EC2 for no spot, and says so", async () => {
+      const { provider, runs } = rig();
+      const result = await provider.launch(request({ spotZones: ['us-east-1d'] }));
+      expect(result.market).toBeUndefined();
+      expect(result.marketFallback).toBe(
+        'no spot pool of c7i.large in the allowed zones: spot is allowed in us-east-1d, instances go to ' +
+          'us-east-1a, us-east-1b; launched on demand',
+      );
+      expect(runs.map((r) => [r.Placement?.AvailabilityZone, isSpot(r)])).toEqual([['us-east-1a', false]]);
+      // Not a capacity refusal: nothing is remembered against the type's spot capacity.
+      expect(provider.isCapacityConstrained('c7i.large', 'spot')).toBe(false);
+
+      // On demand not allowed: an error saying so, with no EC2 capacity code, still a capacity error to the caller
+      // (which moves on to another type).
+      runs.length = 0;
+      const refused = provider.launch(
+        request({
+          idempotencyToken: 'capped',
+          instanceKey: 'capped',
+          spotZones: [],
+          onDemandFallback: false,
+        }),
+      );
+      await expect(refused).rejects.toBeInstanceOf(InsufficientCapacityError);
+      await expect(refused).rejects.toMatchObject({
+        name: 'NoSpotPoolError',
+        code: 'NoSpotPool',
+        message:
+          'no spot pool of c7i.large in the allowed zones: spot is allowed in no zone, instances go to ' +
+          'us-east-1a, us-east-1b; buying it on demand instead is not allowed for this launch',
+      });
+      expect(runs).toEqual([]);
+      expect(await provider.list(cluster)).toHaveLength(1);
+    });
+
+    it('a spot launch falling back to a type with no spot pool in its zones buys that type on demand', async () => {
+      // Spot pools of c7i.large only: the next type that fits, c7i.xlarge, has none.
+      const spot = catalog.spot as NonNullable<Catalog['spot']>;
+      const onlyLarge: Catalog = {
+        ...catalog,
+        spot: { ...spot, offerings: spot.offerings.filter((o) => o.typeName === 'c7i.large') },
+      };
+      // c7i.large has no room at all, on spot or on demand.
+      const { provider, runs } = rig([], (input) =>
+        input.InstanceType === 'c7i.large' ? 'InsufficientInstanceCapacity' : undefined,
+      );
+      const clock = new ManualClock(Math.floor(Date.now() / 1000));
+      const { store, controller } = controllerRig(
+        { clusterName: cluster },
+        {
+          clock,
+          catalog: onlyLarge,
+          provider,
+          spotMarket: true,
+          schedulerRecipe: { kind: 'eva', options: { spot: true } },
+        },
+      );
+      const job = controller.submit(
+        { ...jobSpec('spot', { c7i: [0, 2, 4] }), spot: 'preferred' },
+        'research',
+      );
+      await controller.recover();
+      await controller.runRound('submitted');
+      expect(runs.filter((r) => r.InstanceType === 'c7i.large' && isSpot(r)).length).toBeGreaterThan(0);
+      const host = store.getInstance(store.getTask(`${job.id}.0`)?.instanceId ?? '');
+      expect(host).toMatchObject({ typeName: 'c7i.xlarge' });
+      expect(host?.cloudId).toBeDefined();
+      // Bought on demand as planned, not a spot launch EC2 was never asked for that fell back.
+      const launch = store.getIntentByKey(launchIntentKey(host?.id ?? ''));
+      expect(launch?.kind === 'launch' ? launch.payload.market : 'no launch').toBeUndefined();
+      expect(store.listEvents({ instanceId: host?.id ?? '', kind: MARKET_FALLBACK_EVENT })).toEqual([]);
+      expect(runs.filter((r) => r.InstanceType === 'c7i.xlarge').map(isSpot)).toEqual([false]);
     });
 
     it('a retry from a restarted provider finds the instance by any ClientToken the launch could have used', async () => {

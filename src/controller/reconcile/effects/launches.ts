@@ -324,10 +324,12 @@ export class Launches {
       this.ctx.requestRound('insufficient capacity');
       return { kind: 'failed' };
     }
+    const spot =
+      intent.payload.market === 'spot' && this.hasSpotPool(replacement.name, inst.availabilityZone);
     const next = this.ctx.store.transaction(() => {
       // The replacement keeps the place its tasks were planned in (zone, placement group) and how the plan buys it:
       // a spot launch of the new type falls back to on demand by itself when spot has no room either (where the caps
-      // allow its on-demand price).
+      // allow its on-demand price). A type with no spot pool there is bought on demand: no spot price is known for it.
       const created = this.ctx.store.createInstance({
         typeName: replacement.name,
         availabilityZone: inst.availabilityZone,
@@ -344,7 +346,7 @@ export class Launches {
             instanceId: created.id,
             typeName: created.typeName,
             launchToken: created.launchToken,
-            ...(intent.payload.market === 'spot' ? { market: 'spot' as const } : {}),
+            ...(spot ? { market: 'spot' as const } : {}),
           },
         },
         { key: launchIntentKey(created.id), ...(intent.round === undefined ? {} : { round: intent.round }) },
@@ -374,6 +376,19 @@ export class Launches {
       to: next.payload.instanceId,
     });
     return { kind: 'fallback', next };
+  }
+
+  /**
+   * Whether a spot launch of `typeName` has a pool to go to where the instance goes: its planned zone, else any zone
+   * of the catalog (the controller's holds only the pools of the cluster's zones). Without a spot catalog there is
+   * nothing to judge by, and the launch keeps the market it asked for (as `spotZonesAllowed` leaves it unlimited).
+   */
+  private hasSpotPool(typeName: string, zone: string | undefined): boolean {
+    const spot = this.ctx.catalog.spot;
+    if (spot === undefined) return true;
+    return zone === undefined
+      ? offeringsOf(spot, typeName).length > 0
+      : spotOffering(spot, typeName, zone) !== undefined;
   }
 
   /**
