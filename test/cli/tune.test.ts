@@ -161,7 +161,7 @@ describe('fleetwise tune (CLI subprocess)', () => {
 
   it('without --json prints the front and the recommended config as a controller `queue:` section', () => {
     expect(text.code).toBe(0);
-    expect(text.stdout).toMatch(/8 jobs; eva under 2 instances; 1 configs simulated, 1 on the Pareto front/);
+    expect(text.stdout).toMatch(/8 jobs; eva under 2 instances; 1 config simulated, 1 on the Pareto front/);
     const yaml = text.stdout.slice(text.stdout.indexOf('# controller config:'));
     const doc = parse(yaml) as { queue: unknown };
     const config = parseWfqConfig(doc.queue);

@@ -248,7 +248,7 @@ async function tune(raw: RawTuneOptions): Promise<void> {
   else
     process.stdout.write(
       `${trace.name}: ${trace.jobs.length} jobs; ${o.scheduler} under ${capsText(o.caps)}; ` +
-        `${result.evaluated.length} configs simulated, ${result.front.length} on the Pareto front ` +
+        `${result.evaluated.length} config${result.evaluated.length === 1 ? '' : 's'} simulated, ${result.front.length} on the Pareto front ` +
         `(mean JCT, p99 prediction error, unfairness; all minimised)\n\n` +
         `${frontTable(result.front, rec.id)}\n` +
         `recommended (${rec.preference}): ${rec.id}: ${describeConfig(rec)}\n\n` +

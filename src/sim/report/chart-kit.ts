@@ -100,20 +100,23 @@ export function timeLines(
 
 /**
  * End labels "name: value". Runs that end on the same value (several with no migrations at all) share one label,
- * "a, b: 0", which would otherwise be drawn on top of each other.
+ * "a, b: 0", which would otherwise be drawn on top of each other. Only equal values merge: totals that merely print
+ * alike (rounded) would hide which run was cheaper.
  */
 export function labelEnds(
   series: LineSeriesOption[],
   names: readonly string[],
-  values: readonly string[],
+  values: readonly number[],
+  text: (value: number) => string,
 ): void {
-  const byValue = new Map<string, number[]>();
+  const byValue = new Map<number, number[]>();
   values.forEach((v, i) => byValue.set(v, [...(byValue.get(v) ?? []), i]));
   series.forEach((s, i) => {
-    const group = byValue.get(values[i] as string) ?? [i];
+    const value = values[i] as number;
+    const group = byValue.get(value) ?? [i];
     s.endLabel =
       group[0] === i
-        ? { ...s.endLabel, formatter: `${group.map((k) => names[k]).join(', ')}: ${values[i]}` }
+        ? { ...s.endLabel, formatter: `${group.map((k) => names[k]).join(', ')}: ${text(value)}` }
         : { ...s.endLabel, show: false };
   });
 }

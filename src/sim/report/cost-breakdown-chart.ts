@@ -1,8 +1,8 @@
-import type { BarSeriesOption } from 'echarts';
+import type { BarSeriesOption, LegendComponentOption } from 'echarts';
 import { fmt } from '../../report/chart.js';
 import { COST_PARTS, type CostPart } from '../../world/cost-ledger.js';
 import type { RunResult } from '../../world/run-result.js';
-import { AXIS_NAME, WIDTH, type ReportChart } from './chart-kit.js';
+import { AXIS_NAME, SMALL_CHAR_WIDTH, WIDTH, type ReportChart } from './chart-kit.js';
 
 /** Each part's name in the legend and its colour: work in greens, overheads in ambers, waste in greys and red. */
 const PARTS: Readonly<Record<CostPart, { readonly label: string; readonly color: string }>> = {
@@ -17,6 +17,50 @@ const PARTS: Readonly<Record<CostPart, { readonly label: string; readonly color:
 
 /** Traffic across zones: no instance's dollars, but the run's all the same (part of its total cost). */
 const CROSS_ZONE = { label: 'traffic across zones', color: '#3b6ea8' } as const;
+
+/** A legend entry's swatch with the air before its name (ECharts' 25 px icon and 5 px), and the room between entries. */
+const SWATCH_WIDTH = 30;
+const ENTRY_GAP = 20;
+/** A legend row's height, and the margin its rows keep from the chart's sides. */
+const LEGEND_ROW_HEIGHT = 22;
+const LEGEND_MARGIN = 40;
+/** The plot's top with a legend of one row. */
+const GRID_TOP = 44;
+
+/**
+ * The legend, one component per entry at a place planned here, in as few rows of even length as fit the width. The
+ * static SVG is laid out in Node, which measures text narrower than browsers draw it (DejaVu Sans, Linux's usual
+ * sans-serif, most of all), so ECharts' own layout ran each long name under the next entry's swatch ("co-location
+ * slowdow"); planned at a generous width per character, the entries stay apart in any font. Rows are centred at the
+ * static width.
+ */
+function legendEntries(labels: readonly string[]): { legend: LegendComponentOption[]; rows: number } {
+  const widthOf = (label: string): number => SWATCH_WIDTH + label.length * SMALL_CHAR_WIDTH;
+  const rowWidth = (row: readonly string[]): number =>
+    row.reduce((w, l) => w + widthOf(l), 0) + ENTRY_GAP * Math.max(0, row.length - 1);
+  let rows: string[][] = [];
+  for (let count = 1; count <= labels.length; count++) {
+    const perRow = Math.ceil(labels.length / count);
+    rows = Array.from({ length: count }, (_, i) => labels.slice(i * perRow, (i + 1) * perRow)).filter(
+      (row) => row.length > 0,
+    );
+    if (rows.every((row) => rowWidth(row) <= WIDTH - 2 * LEGEND_MARGIN)) break;
+  }
+  const legend = rows.flatMap((row, r) => {
+    let left = Math.round((WIDTH - rowWidth(row)) / 2);
+    return row.map((label): LegendComponentOption => {
+      const entry: LegendComponentOption = {
+        top: 5 + r * LEGEND_ROW_HEIGHT,
+        left,
+        padding: 0,
+        data: [label],
+      };
+      left += widthOf(label) + ENTRY_GAP;
+      return entry;
+    });
+  });
+  return { legend, rows: rows.length };
+}
 
 /**
  * Where each run's instance dollars went (cost-ledger.ts), one stacked bar per run in dollars, so runs compare both
@@ -49,6 +93,8 @@ export function costBreakdownChart(results: readonly RunResult[]): ReportChart |
       tooltip: { valueFormatter: fmt('money') },
       data: runs.map((r) => Math.round(100 * (r.network?.crossZoneCost ?? 0)) / 100),
     });
+  const { legend, rows } = legendEntries(series.map((s) => String(s.name)));
+  const extraRows = (rows - 1) * LEGEND_ROW_HEIGHT;
   return {
     chart: {
       id: 'chart-cost-breakdown',
@@ -56,11 +102,11 @@ export function costBreakdownChart(results: readonly RunResult[]): ReportChart |
         ? 'Where the money went (instance dollars by what the capacity was doing, and traffic across zones)'
         : 'Where the money went (instance dollars by what the capacity was doing)',
       width: WIDTH,
-      height: 110 + 42 * runs.length,
+      height: 110 + 42 * runs.length + extraRows,
       option: {
-        legend: { top: 0 },
+        legend,
         tooltip: { trigger: 'axis', axisPointer: { type: 'shadow' }, confine: true },
-        grid: { left: 150, right: 40, top: 44, bottom: 50 },
+        grid: { left: 150, right: 40, top: GRID_TOP + extraRows, bottom: 50 },
         xAxis: {
           type: 'value',
           name: 'dollars',

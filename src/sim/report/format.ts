@@ -111,7 +111,7 @@ export const FLEET_COLUMNS: readonly SummaryColumn[] = [
   {
     header: 'full-reconf.',
     description:
-      'Share of scheduling rounds in which Eva chose a full reconfiguration (repacking every job) over a partial one; 0 for schedulers without it.',
+      'Share of planned rounds (every round with an admitted job or an instance to plan, whatever Eva chose there) in which Eva chose a full reconfiguration (repacking every job); 0 for schedulers without it.',
     numeric: true,
     cell: (r) => three(r.summary.fullReconfigFraction),
   },

@@ -1,6 +1,7 @@
 import type { LineSeriesOption, ScatterSeriesOption } from 'echarts';
 import type { RunResult } from '../../world/run-result.js';
 import { jctCdf } from './series-metrics.js';
+import { median, percentile } from '../../world/metrics.js';
 import { fmt } from '../../report/chart.js';
 import { seriesStyle } from '../../report/palette.js';
 import {
@@ -16,9 +17,14 @@ import {
 
 const MARKED = [25, 50, 75, 90] as const;
 
-/** The value below which `p` percent of the sorted `values` lie (nearest rank). */
-function percentile(sorted: readonly number[], p: number): number | undefined {
-  return sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)];
+/**
+ * The JCT at which `p` percent of the jobs had completed, as the summary table computes its figures: the median as its
+ * median (the mean of the two middle values for an even count), any other percentile nearest-rank as its p95 (the
+ * smallest JCT with at least p% of the jobs at or below it). Either lies on the CDF's line. Undefined for no jobs.
+ */
+function jctAt(jcts: readonly number[], p: number): number | undefined {
+  if (jcts.length === 0) return undefined;
+  return p === 50 ? median(jcts) : percentile(jcts, p);
 }
 
 const hoursText = (h: number): string => `${h.toPrecision(3)} h`;
@@ -66,6 +72,11 @@ export function jctChart(results: readonly RunResult[]): ReportChart {
     const cdf = jctCdf(r.jobs);
     const positive = cdf.hours.map((h) => Math.max(h, 1e-6));
     drawn.push(...positive);
+    // From 0% at the fastest job: without that first step a single job drew no line at all, and the 25% marker of
+    // two or three jobs sat below where the line began.
+    const fastest = positive[0];
+    const xs = fastest === undefined ? [] : [fastest, ...positive];
+    const ys = fastest === undefined ? [] : [0, ...cdf.percent];
     series.push({
       type: 'line',
       name,
@@ -76,13 +87,13 @@ export function jctChart(results: readonly RunResult[]): ReportChart {
       lineStyle: { width: 2, type: style.dash },
       emphasis: { focus: 'series' },
       data: points(
-        positive,
-        cdf.percent,
+        xs,
+        ys,
         BUCKETS,
-        positive.map((h) => Math.log10(h)),
+        xs.map((h) => Math.log10(h)),
       ),
     });
-    const at = (p: number): number | undefined => percentile(positive, p);
+    const at = (p: number): number | undefined => jctAt(positive, p);
     series.push({
       type: 'scatter',
       name,

@@ -9,7 +9,7 @@ import type { RunResult } from '../../world/run-result.js';
 import type { ReportBounds } from './json.js';
 import { SECONDS_PER_HOUR } from './series-metrics.js';
 import { fmt } from '../../report/chart.js';
-import { integer } from './format.js';
+import { integer, money } from './format.js';
 import { REFERENCE_COLOR, seriesStyle } from '../../report/palette.js';
 import {
   type ReportChart,
@@ -41,6 +41,17 @@ const MIGRATIONS_CHART_HEIGHT = 400;
 const TITLE_GAP = 12;
 
 /**
+ * A total at a line's end: to the cent below $1,000, where whole dollars made $0.83 and $0.85 both "$1" and merged
+ * their labels; whole dollars above, where cents would only lengthen the label.
+ */
+function dollars(value: number): string {
+  return `$${Math.abs(value) < 1000 ? money(value) : integer(value)}`;
+}
+
+/** A total to the cent, as the summary table gives it: runs equal to the cent share one end label. */
+const cents = (value: number): number => Math.round(100 * value) / 100;
+
+/**
  * The charts over time: cumulative cost (with the timed lower bound), running instances per scheduler, migrations.
  */
 export function costChart(results: readonly RunResult[], bounds: ReportBounds | undefined): ReportChart {
@@ -49,7 +60,8 @@ export function costChart(results: readonly RunResult[], bounds: ReportBounds | 
   labelEnds(
     series,
     results.map((r) => r.summary.scheduler),
-    results.map((r) => `$${integer(r.summary.totalCost)}`),
+    results.map((r) => cents(r.summary.totalCost)),
+    dollars,
   );
   if (bounds !== undefined) {
     const s = bounds.timedSeries;
@@ -61,7 +73,7 @@ export function costChart(results: readonly RunResult[], bounds: ReportBounds | 
       lineStyle: { width: 2, type: [6, 4] },
       endLabel: {
         show: true,
-        formatter: `lower bound: $${integer(bounds.timedBound)}`,
+        formatter: `lower bound: ${dollars(bounds.timedBound)}`,
         color: '#555',
       },
       labelLayout: { moveOverlap: 'shiftY' },
@@ -203,7 +215,8 @@ export function migrationsChart(results: readonly RunResult[]): ReportChart {
   labelEnds(
     series,
     results.map((r) => r.summary.scheduler),
-    results.map((r) => integer(r.series.migrations.at(-1) ?? 0)),
+    results.map((r) => r.series.migrations.at(-1) ?? 0),
+    integer,
   );
   return {
     chart: {

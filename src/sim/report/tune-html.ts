@@ -30,8 +30,8 @@ const VIRIDIS = ['#440154', '#3b528b', '#21918c', '#5ec962', '#fde725'];
 const OVERLAP_SHARE = 0.015;
 const SPREAD_SHARE = 0.012;
 
-const rangeText = (v: number): string =>
-  new Intl.NumberFormat('en-US', { maximumSignificantDigits: 4 }).format(v);
+/** Decimals each objective is given with, in the table and at both ends of a colour bar alike. */
+const DIGITS: Readonly<Record<ObjectiveName, number>> = { meanJctHours: 3, predErrP99: 1, unfairness: 1 };
 
 function num(v: number | null, digits: number): string {
   return v === null ? '–' : v.toFixed(digits);
@@ -43,10 +43,12 @@ export function hoursOfTaskTime(seconds: number): string {
   return `${h >= 100 ? h.toFixed(0) : h >= 10 ? h.toFixed(1) : h.toFixed(2)} h`;
 }
 
+function thresholdList(r: TuneRow): string[] {
+  return r.thresholdsSeconds.map((t, i) => `≤${hoursOfTaskTime(t)} (p${r.thresholdPercentiles[i] ?? '?'})`);
+}
+
 function thresholds(r: TuneRow): string {
-  return r.thresholdsSeconds
-    .map((t, i) => `≤${hoursOfTaskTime(t)} (p${r.thresholdPercentiles[i] ?? '?'})`)
-    .join(', ');
+  return thresholdList(r).join(', ');
 }
 
 export function describeConfig(r: TuneRow): string {
@@ -179,6 +181,9 @@ export function scatterChart(
       option: {
         legend: {
           top: 0,
+          // Room for the names as a browser draws them: the static SVG is laid out in Node, which measures text
+          // narrower, and ECharts' 10 px ran each name into the next entry's symbol there.
+          itemGap: 24,
           data: [
             {
               name: 'Pareto front',
@@ -223,7 +228,7 @@ export function scatterChart(
           right: 20,
           top: 'middle',
           itemHeight: 200,
-          text: [`${LABEL[colour]}\nhigh: ${rangeText(cHi)}`, `low: ${rangeText(cLo)}`],
+          text: [`${LABEL[colour]}\nhigh: ${num(cHi, DIGITS[colour])}`, `low: ${num(cLo, DIGITS[colour])}`],
           textGap: 8,
           textStyle: { lineHeight: 18 },
           formatter: '{value}',
@@ -274,6 +279,14 @@ const THRESHOLDS =
   'Jobs are classed by size, their total task time (tasks × duration): a class takes jobs up to its threshold, ' +
   'here in hours, chosen at a percentile (p50 = the median) of the trace’s job sizes; the last class takes the rest.';
 
+const THRESHOLDS_COLUMN: TableColumn<TuneRow> = {
+  header: 'thresholds',
+  description: THRESHOLDS,
+  numeric: false,
+  cell: thresholds,
+};
+
+/** The weights ahead of the thresholds, which run long: together they say how the fleet is shared. */
 const COLUMNS: readonly TableColumn<TuneRow>[] = [
   { header: 'id', description: 'The config’s name in this report.', numeric: false, cell: (r) => r.id },
   {
@@ -287,19 +300,19 @@ const COLUMNS: readonly TableColumn<TuneRow>[] = [
     header: 'mean JCT h',
     description: 'Mean job completion time (objective; lower is better).',
     numeric: true,
-    cell: (r) => num(r.meanJctHours, 3),
+    cell: (r) => num(r.meanJctHours, DIGITS.meanJctHours),
   },
   {
     header: 'p99 pred. err %',
     description: `${PRED_ERR} (objective)`,
     numeric: true,
-    cell: (r) => num(r.predErrP99, 1),
+    cell: (r) => num(r.predErrP99, DIGITS.predErrP99),
   },
   {
     header: 'unfairness %',
     description: `${UNFAIRNESS} (objective)`,
     numeric: true,
-    cell: (r) => num(r.unfairness, 1),
+    cell: (r) => num(r.unfairness, DIGITS.unfairness),
   },
   {
     header: 'cost $',
@@ -325,13 +338,13 @@ const COLUMNS: readonly TableColumn<TuneRow>[] = [
     numeric: true,
     cell: (r) => String(r.classes),
   },
-  { header: 'thresholds (percentile)', description: THRESHOLDS, numeric: false, cell: thresholds },
   {
     header: 'weights',
     description: 'Each class’s share of the capped fleet when all are busy, smallest jobs first.',
     numeric: false,
     cell: (r) => r.weights.join(' / '),
   },
+  THRESHOLDS_COLUMN,
   {
     header: '𝒲',
     description: DECAY,
@@ -365,14 +378,30 @@ const COLUMNS: readonly TableColumn<TuneRow>[] = [
   },
 ];
 
-function table(report: TuneReport): string {
-  return dataTable('tune-table', COLUMNS, report.evaluated, (r) => {
-    const cls = [r.onFront ? 'front' : '', r.id === report.recommended.id ? 'recommended' : '']
-      .filter((c) => c !== '')
-      .join(' ');
-    return cls === '' ? '' : ` class="${cls}"`;
-  });
+/** A cell's markup: thresholds one to a line, since three on one line pushed the columns after them off the page. */
+function cellHtml(column: TableColumn<TuneRow>, row: TuneRow): string {
+  return column === THRESHOLDS_COLUMN
+    ? thresholdList(row).map(escapeXml).join('<br>')
+    : escapeXml(column.cell(row));
 }
+
+function table(report: TuneReport): string {
+  return dataTable(
+    'tune-table',
+    COLUMNS,
+    report.evaluated,
+    (r) => {
+      const cls = [r.onFront ? 'front' : '', r.id === report.recommended.id ? 'recommended' : '']
+        .filter((c) => c !== '')
+        .join(' ');
+      return cls === '' ? '' : ` class="${cls}"`;
+    },
+    cellHtml,
+  );
+}
+
+/** "1 config", "6 configs". */
+const configs = (n: number): string => `${n} config${n === 1 ? '' : 's'}`;
 
 function figure(
   report: TuneReport,
@@ -396,7 +425,7 @@ export function tuneHtml(report: TuneReport): string {
     `${escapeXml(describeConfig(rec))}.</p>` +
     `<p>${escapeXml(
       `Mean JCT ${num(rec.meanJctHours, 3)} h, p99 prediction error ${num(rec.predErrP99, 1)}%, unfairness ` +
-        `${num(rec.unfairness, 1)}%, cost ${rec.totalCost === null ? '–' : `$${money(rec.totalCost)}`}; ${report.evaluated.length} configs simulated, ` +
+        `${num(rec.unfairness, 1)}%, cost ${rec.totalCost === null ? '–' : `$${money(rec.totalCost)}`}; ${configs(report.evaluated.length)} simulated, ` +
         `${report.front.length} on the Pareto front.`,
     )}</p>`;
   return htmlPage(

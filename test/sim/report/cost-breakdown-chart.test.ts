@@ -1,9 +1,15 @@
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { chromium } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { costBreakdownChart } from '../../../src/sim/report/cost-breakdown-chart.js';
 import { reportHtml } from '../../../src/sim/report/html.js';
 import { COST_PARTS, type CostBreakdown } from '../../../src/world/cost-ledger.js';
 import type { RunResult } from '../../../src/world/run-result.js';
-import { fakeRun } from './run-fixtures.js';
+import { fakeRun, withoutScripts } from './run-fixtures.js';
 
 const EVA: CostBreakdown = {
   working: 5.004,
@@ -44,4 +50,72 @@ describe('where the money went', () => {
     expect(reportHtml(bare, {})).not.toContain('id="chart-cost-breakdown"');
     expect(reportHtml(runs(), {})).toContain('<div class="chart" id="chart-cost-breakdown"');
   });
+});
+
+describe('the cost breakdown legend without scripts', () => {
+  it('draws every entry whole, none under another entry, in Chromium', async () => {
+    if (!existsSync('/usr/bin/chromium'))
+      throw new Error('/usr/bin/chromium is missing (apt-get install chromium)');
+    // With the traffic across zones: eight entries, the longest legend.
+    const network = {
+      appPerformanceMean: 1,
+      crossZoneCost: 0.25,
+      latencySensitiveJobs: 0,
+      latencySensitiveMeanJctHours: null,
+      latencySensitiveMigrationsPerJob: null,
+      latencyMovesPerJob: 0,
+    };
+    const withTraffic = runs().map((r) => ({ ...r, network }));
+    const option = costBreakdownChart(withTraffic)?.chart.option as { series: { name: string }[] };
+    const labels = option.series.map((s) => s.name);
+    expect(labels).toHaveLength(8);
+    const dir = await mkdtemp(join(tmpdir(), 'fleetwise-legend-'));
+    const browser = await chromium.launch({
+      executablePath: '/usr/bin/chromium',
+      args: ['--headless', '--no-sandbox'],
+    });
+    try {
+      const path = join(dir, 'report.html');
+      await writeFile(path, withoutScripts(reportHtml(withTraffic, {})), 'utf8');
+      const tab = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+      await tab.goto(pathToFileURL(path).href, { waitUntil: 'load' });
+      type Box = { what: string; left: number; right: number; top: number; bottom: number };
+      const boxes = await tab.$$eval('#chart-cost-breakdown svg', (svgs) => {
+        const svg = svgs[0];
+        if (svg === undefined) return [];
+        type Shape = {
+          getBoundingClientRect(): { left: number; right: number; top: number; bottom: number };
+        };
+        const box = (what: string, e: Shape): Box => {
+          const r = e.getBoundingClientRect();
+          return { what, left: r.left, right: r.right, top: r.top, bottom: r.bottom };
+        };
+        const frame = box('chart', svg);
+        // The entries' swatches: the legend's filled, unclickable shapes (each entry's hit area is unfilled).
+        const swatches = [...svg.querySelectorAll('path[ecmeta_ssr_type="legend"][ecmeta_silent]')].map((e) =>
+          box('swatch', e),
+        );
+        const texts = [...svg.querySelectorAll('text')].map((e) => box(e.textContent ?? '', e));
+        return [frame, ...swatches, ...texts];
+      });
+      const [frame, ...rest] = boxes;
+      if (frame === undefined) throw new Error('no chart');
+      const swatches = rest.filter((b) => b.what === 'swatch');
+      const names = rest.filter((b) => labels.includes(b.what));
+      expect(swatches).toHaveLength(labels.length);
+      expect(names.map((n) => n.what).sort()).toEqual([...labels].sort());
+      const apart = (a: Box, b: Box): boolean =>
+        a.right <= b.left || b.right <= a.left || a.bottom <= b.top || b.bottom <= a.top;
+      for (const name of names) {
+        expect(name.left >= frame.left && name.right <= frame.right, `${name.what} inside the chart`).toBe(
+          true,
+        );
+        for (const other of [...names, ...swatches])
+          if (other !== name) expect(apart(name, other), `${name.what} overlaps ${other.what}`).toBe(true);
+      }
+    } finally {
+      await browser.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

@@ -112,10 +112,40 @@ describe('the charts over time', () => {
       return (costChart(runs, undefined).chart.option as { grid: { right: number } }).grid.right;
     };
     expect(grid(['eva', 'owl'])).toBe(190);
-    // Two runs with the same total share one label of 42 characters (about 320 px); three, 62 characters, more
+    // Two runs with the same total share one label of 45 characters (about 340 px); three, 65 characters, more
     // than the widest margin.
-    expect(grid(['eva@valueOfTime=0', 'eva@valueOfTime=1'])).toBe(Math.round(42 * 7.4 + 11 + 8));
+    expect(grid(['eva@valueOfTime=0', 'eva@valueOfTime=1'])).toBe(Math.round(45 * 7.4 + 11 + 8));
     expect(grid(['eva@valueOfTime=0', 'eva@valueOfTime=1', 'karpenter-balanced'])).toBe(420);
+  });
+
+  /** The end labels as shown, in series order (merged runs' label once). */
+  const shownLabels = (option: unknown): (string | undefined)[] =>
+    seriesOf(option)
+      .filter((s) => s.endLabel?.show === true)
+      .map((s) => s.endLabel?.formatter);
+
+  it('give totals to the cent below $1,000, and merge only runs that ended on the same total', () => {
+    // Two jobs: runs $0.02 apart and the bound below them, all "$1" in whole dollars.
+    const runs = [fakeRun('eva', 0.83, 1, 1, [1]), fakeRun('no-packing', 0.85, 1, 1, [1])];
+    const bounds = {
+      workBound: 0.6,
+      timedBound: 0.61,
+      timedSeries: { timeSeconds: [0, 3600], cumulativeCost: [0, 0.61] },
+    };
+    expect(shownLabels(costChart(runs, bounds).chart.option)).toEqual([
+      'eva: $0.83',
+      'no-packing: $0.85',
+      'lower bound: $0.61',
+    ]);
+    // The same total to the cent: one label for both.
+    const same = [fakeRun('eva', 0.5, 1, 1, [1]), fakeRun('karpenter', 0.5, 1, 1, [1])];
+    expect(shownLabels(costChart(same, undefined).chart.option)).toEqual(['eva, karpenter: $0.50']);
+    // Totals that print alike in whole dollars keep a label each: the line ends tell them apart.
+    const alike = [fakeRun('eva', 1400.4, 1, 1, [1]), fakeRun('karpenter', 1400.2, 1, 1, [1])];
+    expect(shownLabels(costChart(alike, undefined).chart.option)).toEqual([
+      'eva: $1,400',
+      'karpenter: $1,400',
+    ]);
   });
 
   it('leave labels alone when runs end far apart', () => {

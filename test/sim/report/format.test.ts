@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { summaryTextTable } from '../../../src/sim/report/format.js';
+import { FLEET_COLUMNS, summaryTextTable } from '../../../src/sim/report/format.js';
 import { withNormalizedCosts } from '../../../src/sim/report/normalize.js';
 import {
   jctCdf,
   timeWeightedUtilization,
   utilizationPercent,
 } from '../../../src/sim/report/series-metrics.js';
+import { summarize } from '../../../src/world/metrics.js';
 import { fakeRun, twoRuns } from './run-fixtures.js';
 
 describe('series metrics', () => {
@@ -106,5 +107,28 @@ describe('terminal summary tables', () => {
     );
     // Every table fits a terminal of 120 columns.
     for (const line of text.split('\n')) expect(line.length).toBeLessThanOrEqual(120);
+  });
+});
+
+describe('the full-reconfiguration column', () => {
+  it('says what its figure counts: full reconfigurations among every planned round, stays included', () => {
+    const column = FLEET_COLUMNS.find((c) => c.header === 'full-reconf.');
+    if (column === undefined) throw new Error('no full-reconf. column');
+    // Four planned rounds, one full: the three others (stays, partial moves) count in the whole.
+    const summary = summarize(
+      {
+        scheduler: 'eva',
+        totalCost: 1,
+        peakCostPerHour: 1,
+        instancesLaunched: 1,
+        plannedRounds: 4,
+        fullRounds: 1,
+        wallSeconds: 0,
+      },
+      [],
+    );
+    expect(column.cell({ ...fakeRun('eva', 1, 1, 1, [1]), summary })).toBe('0.250');
+    expect(column.description).toContain('every round with an admitted job or an instance to plan');
+    expect(column.description).not.toContain('over a partial one');
   });
 });

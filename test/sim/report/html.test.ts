@@ -104,7 +104,7 @@ describe('report.html', () => {
     const headers = [...html.matchAll(/<th[ >][^>]*>/g)].map((m) => m[0]);
     expect(headers.length).toBeGreaterThan(10);
     for (const th of headers) expect(th).toMatch(/ title="[^"]{10,}"/);
-    expect(html).toContain('<dt>full-reconf.</dt><dd>Share of scheduling rounds');
+    expect(html).toContain('<dt>full-reconf.</dt><dd>Share of planned rounds');
   });
 
   it('is self-contained and well-formed: no URLs or external resources, scripts inline', () => {

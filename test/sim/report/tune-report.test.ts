@@ -1,3 +1,9 @@
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { chromium } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { generateCandidates } from '../../../src/queue/tune.js';
@@ -187,6 +193,25 @@ describe('tuneHtml', () => {
     expect(points.every((p) => p.tip.includes('drawn slightly apart'))).toBe(true);
   });
 
+  it('labels both ends of a colour bar with the precision of the table', () => {
+    const html = tuneHtml(
+      report([run(3, 0, 101), run(2, 30, 46.88), run(2.5, 40, 60), run(1, 2, 70), run(4, 4, 80)]),
+    );
+    const bar = (id: string): unknown =>
+      (option(html, id) as unknown as { visualMap: { text: unknown } }).visualMap.text;
+    expect(bar('chart-jct-pred')).toEqual(['mean unfairness (%)\nhigh: 101.0', 'low: 46.9']);
+    expect(bar('chart-jct-unfairness')).toEqual(['p99 prediction error (%)\nhigh: 40.0', 'low: 0.0']);
+  });
+
+  it('counts one config in the singular', () => {
+    const j = tuneJson(candidates.slice(0, 1), [run(3, 0, 50)], 'balanced');
+    const html = tuneHtml({ settings: {}, ...j, controllerYaml: controllerYaml(j.recommended.config) });
+    expect(html).toContain('; 1 config simulated, 1 on the Pareto front.');
+    expect(tuneHtml(report(candidates.map((_, i) => run(1 + i, 1, 1))))).toContain(
+      `; ${candidates.length} configs simulated,`,
+    );
+  });
+
   it('starts an axis at 0 where the room around the configs would reach below it: no objective is negative', () => {
     const axes = (page: string, id: string) =>
       option(page, id) as unknown as { xAxis: { min?: number }; yAxis: { min?: number } };
@@ -203,4 +228,58 @@ describe('tuneHtml', () => {
     );
     expect(Math.min(...ys)).toBe(0);
   });
+});
+
+describe('the evaluated configs table in Chromium', () => {
+  it('shows the weights and the thresholds, one to a line, without scrolling sideways', async () => {
+    if (!existsSync('/usr/bin/chromium'))
+      throw new Error('/usr/bin/chromium is missing (apt-get install chromium)');
+    // Four classes over many distinct sizes: three thresholds a row, the longest cells.
+    const spread = Array.from({ length: 200 }, (_, i) => Math.round(60 * 1.05 ** i));
+    const four = generateCandidates(spread, { samples: 6, seed: 2, classCounts: [4], orderings: ['fifo'] });
+    const j = tuneJson(
+      four,
+      four.map((_, i) => run(1 + i, 10 * i, 5 + i)),
+      'balanced',
+    );
+    expect(j.evaluated.filter((r) => r.thresholdsSeconds.length === 3).length).toBeGreaterThan(1);
+    const page = withoutScripts(
+      tuneHtml({ settings: {}, ...j, controllerYaml: controllerYaml(j.recommended.config) }),
+    );
+    const dir = await mkdtemp(join(tmpdir(), 'fleetwise-tune-table-'));
+    const browser = await chromium.launch({
+      executablePath: '/usr/bin/chromium',
+      args: ['--headless', '--no-sandbox'],
+    });
+    try {
+      const path = join(dir, 'tune.html');
+      await writeFile(path, page, 'utf8');
+      const tab = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+      await tab.goto(pathToFileURL(path).href, { waitUntil: 'load' });
+      const layout = await tab.$eval('#tune-table', (table) => {
+        const wrap = table.parentElement?.getBoundingClientRect();
+        const headers = [...table.querySelectorAll('th')].map((th) => th.textContent ?? '');
+        const right = (header: string): number =>
+          table.querySelectorAll('th')[headers.indexOf(header)]?.getBoundingClientRect().right ?? Infinity;
+        const thresholdLines = [...table.querySelectorAll('tbody tr')].map(
+          (tr) => tr.querySelectorAll('td')[headers.indexOf('thresholds')]?.innerText.split('\n') ?? [],
+        );
+        return {
+          wrapRight: wrap?.right ?? 0,
+          weights: right('weights'),
+          thresholds: right('thresholds'),
+          thresholdLines,
+        };
+      });
+      expect(layout.weights).toBeLessThanOrEqual(layout.wrapRight);
+      expect(layout.thresholds).toBeLessThanOrEqual(layout.wrapRight);
+      // An anchor with one class has no threshold: an empty cell, one line.
+      expect(layout.thresholdLines.map((lines) => lines.length)).toEqual(
+        j.evaluated.map((r) => Math.max(1, r.thresholdsSeconds.length)),
+      );
+    } finally {
+      await browser.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
