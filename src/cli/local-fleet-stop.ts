@@ -3,7 +3,7 @@
  * `--keep-workers`.
  */
 import type { LocalProvider } from '../cloud/local/local-provider.js';
-import { liveWorkers, stopWorkersGently } from '../cloud/local/local-shutdown.js';
+import { exitTimes, liveWorkers, stopWorkersGently } from '../cloud/local/local-shutdown.js';
 import { LIVE_JOB_STATES } from '../controller/state/lifecycle.js';
 import type { StateStore } from '../controller/state-store.js';
 
@@ -17,7 +17,8 @@ export function workerStopGraceSeconds(store: StateStore): number {
  * Local mode's instances are processes on this machine: a stopped controller stops them too (each worker checkpoints
  * and stops its tasks, then its instance is terminated), so nothing keeps running, and nothing is billed, unseen. The
  * next start finds the instances terminated and resumes their jobs from those checkpoints. `--keep-workers` leaves
- * them running and says which, and how to stop them later. Returns the instances terminated, each with when.
+ * them running and says which, and how to stop them later. Returns the instances terminated, each with when
+ * it ended: when its worker exited.
  */
 export async function stopLocalFleet(
   provider: LocalProvider,
@@ -51,7 +52,11 @@ export async function stopLocalFleet(
       'Ctrl-C again exits at once and leaves them running)',
   );
   const outcomes = await stopWorkersGently(running, { graceMs: options.graceSeconds * 1000 });
-  await provider.terminate(running.map((i) => i.instanceId));
+  // Each instance ends when its own worker exited (a killed one now), not when the slowest was done.
+  await provider.terminate(
+    running.map((i) => i.instanceId),
+    exitTimes(outcomes),
+  );
   const killed = outcomes.filter((o) => o.outcome === 'still-running').map((o) => o.instanceId);
   out(
     `stopped ${outcomes.map((o) => `${o.instanceId} (pid ${o.pid ?? '?'})`).join(', ')}` +

@@ -594,7 +594,10 @@ export class TaskLifecycle {
       this.log.info(
         `task ${t.taskId} checkpointed and stopped (${result.outcome} after ${result.elapsedMs} ms)` +
           (result.outcome === 'killed'
-            ? `: no exit within ${Math.round((deadline.atMs - from) / 1000)} s, killed; it resumes from its last uploaded checkpoint`
+            ? `: no exit within ${Math.round((deadline.atMs - from) / 1000)} s, killed; ` +
+              (t.checkpoint === undefined
+                ? 'it starts again from the beginning (no checkpoint uploaded)'
+                : 'it resumes from its last uploaded checkpoint')
             : ''),
       );
       if (result.uploadError !== undefined) {

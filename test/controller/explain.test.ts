@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { whyJob } from '../../src/controller/explain.js';
+import { jobRestarts, whyJob } from '../../src/controller/explain.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import type { RoundInput } from '../../src/controller/state-store.js';
 import type { PlannedInstance } from '../../src/scheduler/types.js';
@@ -53,6 +53,64 @@ describe('whyJob', () => {
     expect(why.map((r) => [r.round, r.summary])).toEqual([
       [moved, expect.stringMatching(/^moved to inst-2 \(c7i\.xlarge, new\) /) as unknown],
       [placed, 'placed on inst-1 (c7i.xlarge, new)'],
+    ]);
+  });
+
+  it('says a placement restarted the job when its last run went back to the queue, and what ended that run', () => {
+    let clock = 1000;
+    const store = new MemoryStateStore({ nowSeconds: () => clock, storeId: 'test' });
+    const job = store.submitJob({ ...jobSpec('flaky', CPU_SMALL), retryStrategy: { attempts: 2 } });
+    const task = `${job.id}.0`;
+    const startedBy = (instanceId: string, isNew: boolean): number => {
+      clock += 10;
+      const n = store.recordRound(
+        round([{ id: instanceId, typeName: 'c7i.xlarge', isNew, taskIds: [task] }]),
+      ).round;
+      store.appendEvent({
+        kind: 'round.applied',
+        message: `round ${n}`,
+        data: { round: n, moved: [], started: [job.id] },
+      });
+      store.setJobState(job.id, 'starting', `round ${n}`);
+      store.setJobState(job.id, 'running', 'all tasks running');
+      return n;
+    };
+    const first = startedBy('inst-1', true);
+    // An attempt fails: the job is queued again for its next one.
+    clock += 10;
+    store.retryJob(
+      job.id,
+      { taskId: task, exitCode: 3, reason: 'exit code 3' },
+      'attempt 1 of 2 failed: task exited 3',
+    );
+    const retried = startedBy('inst-1', false);
+    // A plan returns it to the queue (a migration): checkpointed and stopped, then placed again.
+    clock += 10;
+    store.setJobState(job.id, 'migrating', `returned to the queue (round ${retried + 1})`);
+    store.setJobState(job.id, 'queued', 'checkpointed and stopped');
+    const returned = startedBy('inst-2', true);
+
+    expect(whyJob(store, job.id).map((r) => [r.round, r.summary])).toEqual([
+      [
+        returned,
+        `placed on inst-2 (c7i.xlarge, new), restarted because round ${retried + 1} returned it to the queue`,
+      ],
+      [retried, 'placed on inst-1 (c7i.xlarge), restarted because attempt 1 of 2 failed: task exited 3'],
+      [first, 'placed on inst-1 (c7i.xlarge, new)'],
+    ]);
+    // Its attempts and migrations count those: no restart of its own.
+    expect(jobRestarts(store, store.getJob(job.id)!)).toEqual([]);
+
+    // Its instance vanishes: a restart, named by the instance and what became of it.
+    clock += 10;
+    store.setJobState(job.id, 'queued', 'instance inst-2 lost: vanished from EC2');
+    const lost = startedBy('inst-3', true);
+    expect(whyJob(store, job.id, 1)[0]).toMatchObject({
+      round: lost,
+      summary: 'placed on inst-3 (c7i.xlarge, new), restarted because inst-2 was lost: vanished from EC2',
+    });
+    expect(jobRestarts(store, store.getJob(job.id)!)).toEqual([
+      { atSeconds: clock - 10, cause: 'inst-2 was lost: vanished from EC2' },
     ]);
   });
 });

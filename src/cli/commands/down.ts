@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
 import { LocalProvider } from '../../cloud/local/local-provider.js';
 import { journalPathOf } from '../../cloud/local/instance-file.js';
-import { stopWorkersGently } from '../../cloud/local/local-shutdown.js';
+import { exitTimes, stopWorkersGently } from '../../cloud/local/local-shutdown.js';
 import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
 import { parseWith, ValidationError } from '../../core/validation.js';
 import { findLocalController, LOCAL_STATE_DIR } from '../local-state.js';
@@ -157,7 +157,11 @@ export async function runDown(flags: DownFlags): Promise<void> {
     const running = provider.instances().filter((i) => i.state === 'running');
     if (running.length > 0) {
       const outcomes = await stopWorkersGently(running, { graceMs });
-      await provider.terminate(running.map((i) => i.instanceId));
+      // Each instance ends when its own worker exited (a killed one now), not when the slowest was done.
+      await provider.terminate(
+        running.map((i) => i.instanceId),
+        exitTimes(outcomes),
+      );
       for (const o of outcomes)
         out(
           `worker ${o.instanceId} (pid ${o.pid ?? '?'}): ` +

@@ -54,6 +54,36 @@ export function queueFieldsOf(job: unknown): QueueFields {
 // Read leniently too: a controller that predates submission warnings sends none.
 const warningsSchema = z.object({ warnings: z.array(z.string()).catch([]) });
 
+// Runs its instance or worker ended (controller/explain.ts jobRestarts); none from a controller that does not say.
+const restartsSchema = z.object({
+  restarts: z.array(z.object({ atSeconds: z.number(), cause: z.string() })).catch([]),
+});
+
+/** The job's restarts, oldest first, or none. */
+export function restartsOf(job: unknown): { atSeconds: number; cause: string }[] {
+  const parsed = restartsSchema.safeParse(job);
+  return parsed.success ? parsed.data.restarts : [];
+}
+
+/** Restarts named in the job view; more are counted. */
+const RESTARTS_NAMED = 3;
+
+/**
+ * `restarts   1 (inst-4 was lost: worker stopped heartbeating)`: runs its instance or worker ended, the newest named;
+ * none for a job that never restarted.
+ */
+export function restartLines(restarts: readonly { cause: string }[]): string[] {
+  if (restarts.length === 0) return [];
+  const named = restarts.slice(-RESTARTS_NAMED).map((r) => r.cause);
+  const earlier = restarts.length - named.length;
+  return [
+    keyValue(
+      'restarts',
+      `${restarts.length} (${named.join('; ')}${earlier === 0 ? '' : `; ${earlier} earlier`})`,
+    ),
+  ];
+}
+
 /** The job's warnings (how it runs here that its submitter may not expect), or none. */
 export function warningsOf(job: unknown): string[] {
   const parsed = warningsSchema.safeParse(job);
@@ -198,9 +228,12 @@ export function registerJob(program: Command): void {
     const document = await client.getJob(id);
     if (options.json === true) return printJson(document);
     const job = terminalSafeDeep(document);
+    // A job that reports no iterations and declares none shows no count, as `fleetwise jobs` does.
     const progress =
       job.progress.total === null
-        ? `${job.progress.completed} iterations`
+        ? job.progress.completed > 0
+          ? `${job.progress.completed} iterations`
+          : '-'
         : `${job.progress.completed}/${job.progress.total} iterations (${formatProgress(job.progress)})`;
     const lines = [
       `job        ${job.id} (${arrayName(job)}${job.array === undefined ? '' : `, of an array of ${job.array.size}`})`,
@@ -208,6 +241,7 @@ export function registerJob(program: Command): void {
       keyValue('state', `${job.state}${job.reason === undefined ? '' : ` (${job.reason})`}`),
       `progress   ${progress}`,
       `migrations ${job.migrations}`,
+      ...restartLines(restartsOf(job)),
       `attempts   attempt ${job.attempts ?? 1} of ${job.maxAttempts ?? 1}`,
       ...job.attemptFailures.map(
         (f) =>

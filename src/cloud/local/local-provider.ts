@@ -123,14 +123,21 @@ export class LocalProvider implements CloudProvider {
     });
   }
 
-  async terminate(instanceIds: readonly string[]): Promise<void> {
+  /**
+   * Terminate the instances: each ends now, or, given in `exitedAtMs` (a local stop waited for each worker to exit),
+   * when its worker exited: an instance is billed while its worker runs, not while the others finish stopping.
+   */
+  async terminate(instanceIds: readonly string[], exitedAtMs?: ReadonlyMap<string, number>): Promise<void> {
     const wanted = new Set(instanceIds);
     const instances = this.load();
     const now = this.nowMs();
     const gone = instances.filter((i) => wanted.has(i.instanceId));
+    // Never before its launch nor after now: a worker's exit is timed on this host's clock, as both are.
+    const endOf = (i: LocalInstance): number =>
+      Math.min(now, Math.max(i.launchTimeMs, exitedAtMs?.get(i.instanceId) ?? now));
     const closed = gone
       .filter((i) => i.state !== 'terminated')
-      .map((i) => ({ ...i, state: 'terminated' as const, terminatedAtMs: now }));
+      .map((i) => ({ ...i, state: 'terminated' as const, terminatedAtMs: endOf(i) }));
     // Recorded first: a crash mid-kill leaves a terminated record, and a retried terminate kills again (idempotent),
     // so an instance recorded terminated already is killed too: its worker and tasks may have outlived the crash.
     this.file.write(closed);

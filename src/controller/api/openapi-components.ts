@@ -351,6 +351,7 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
           'submissionEta',
           'predictionError',
           'attemptFailures',
+          'restarts',
           'dependencies',
           'startsNoEarlierThanSeconds',
         ],
@@ -371,6 +372,19 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
                   description: 'The exit code and the last lines of output, or why it could not run',
                 },
                 atSeconds: num,
+              },
+            },
+          },
+          restarts: {
+            type: 'array',
+            description:
+              'Runs its instance or worker ended (lost, or stopped with the controller), oldest first: the job started again, from its last checkpoint',
+            items: {
+              type: 'object',
+              required: ['atSeconds', 'cause'],
+              properties: {
+                atSeconds: num,
+                cause: { ...str, description: 'e.g. "inst-4 was lost: worker stopped heartbeating"' },
               },
             },
           },

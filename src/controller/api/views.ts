@@ -2,6 +2,7 @@ import type { Market } from '../../core/market.js';
 import type { DecisionRecord } from '../../scheduler/types.js';
 import type { JobQueueView } from '../../queue/admission-views.js';
 import { storedCoStart } from '../co-start-records.js';
+import { jobRestarts, type JobRestart } from '../explain.js';
 import { hostFaultRuns } from '../reconcile/effects/host-faults.js';
 import { readJobWarnings } from '../execution-check.js';
 import {
@@ -91,6 +92,8 @@ export interface JobDocument extends JobSummary {
   readonly predictionError: PredictionError | null;
   /** How each retried attempt failed, oldest first (the last attempt's failure is the job's reason). */
   readonly attemptFailures: readonly AttemptFailure[];
+  /** Runs its instance or worker ended (lost, stopped with the controller), oldest first: it started again. */
+  readonly restarts: readonly JobRestart[];
   /** A multi-task job's start in this attempt (co-start-records.ts); null for one task or before any start. */
   readonly coStart: CoStartView | null;
   /** The jobs it depends on (`dependsOn`) with their states; it starts once every one has succeeded. */
@@ -214,6 +217,7 @@ export function jobDocument(store: StateStore, job: JobRecord, predictionsEnable
     submissionEta: record?.submissionEta ?? null,
     predictionError: record?.predictionError ?? null,
     attemptFailures: job.attemptFailures ?? [],
+    restarts: jobRestarts(store, job),
     coStart: coStartView(store, job),
     dependencies: dependencyViews(job, store, predicted),
     startsNoEarlierThanSeconds:
