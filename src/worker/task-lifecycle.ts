@@ -3,12 +3,7 @@ import { join } from 'node:path';
 import type { ObjectStore } from '../storage/object-store.js';
 import { retryWhileStoreFails } from '../storage/retry.js';
 import { checkpointKeys } from '../protocol/object-keys.js';
-import {
-  MAX_REPORTED_COUNT,
-  type DesiredTask,
-  type ReportedTaskState,
-  type TaskReport,
-} from '../protocol/worker-protocol.js';
+import type { DesiredTask, TaskReport } from '../protocol/worker-protocol.js';
 import type { AgentLogger, AgentOptions } from './agent.js';
 import { fetchBuildContext } from './build-context.js';
 import {
@@ -21,27 +16,17 @@ import {
 import { SIGKILL_EXIT_CODE, type TaskLaunch, type TaskRunStatus } from './executor.js';
 import { ProgressTracker } from './progress.js';
 import { hostFaultOf } from './host-fault.js';
-import { TaskLogShipper } from './task-log.js';
+import { TaskLogUploads } from './task-log-uploads.js';
 import { readExitRecord, writeExitRecord, type TaskExitRecord } from './exit-record.js';
+import { gotFurther, reportedAll, SIGTERM_EXIT_CODE, stoppedFromOutside } from './outside-stops.js';
 import {
   checkpointOf,
   persistTask,
   readPersistedTasks,
+  taskFromRecord,
   type LocalTask,
-  type PersistedTask,
 } from './task-record.js';
-
-/** A task's exit code when SIGTERM ended it (128 + 15), as Docker and the process executor report it. */
-const SIGTERM_EXIT_CODE = 128 + 15;
-
-/** Stops from outside in a row, none getting further than the furthest, after which an exit is taken at its word. */
-const MAX_OUTSIDE_STOPS_WITHOUT_PROGRESS = 3;
-
-/** Milliseconds between two saves of a task's log position with its record. */
-const LOG_POSITION_PERSIST_MS = 60_000;
-
-/** The most of a running task's output one periodic upload ships (the rest follows on the next). */
-const RUNNING_LOG_SHIP_BYTES = 64 * 1024 * 1024;
+import { taskReport } from './task-report.js';
 
 /**
  * The executor did not answer a listing of its tasks (the Docker engine is down, hung or unreachable): nothing on
@@ -77,6 +62,7 @@ export class TaskLifecycle {
   private readonly retry: StoreStepRetry;
   /** The checkpoint-stops waiting for their task to exit, by task: what a notice brings forward. */
   private readonly stopDeadlines = new Map<LocalTask, StopDeadline>();
+  private readonly logs: TaskLogUploads;
 
   constructor(
     private readonly options: AgentOptions,
@@ -93,6 +79,14 @@ export class TaskLifecycle {
               `trying again in ${(delayMs / 1000).toFixed(1)} s: ${e.message}`,
           ),
       });
+    this.logs = new TaskLogUploads({
+      options,
+      log,
+      instanceId: () => registration().instanceId,
+      store: () => this.requireStore(),
+      retry: this.retry,
+      persist: (t) => this.persist(t),
+    });
   }
 
   get(taskId: string): LocalTask | undefined {
@@ -205,7 +199,7 @@ export class TaskLifecycle {
     for (const status of statuses) {
       if (this.tasks.has(status.taskId)) continue;
       const saved = records.get(status.taskId);
-      const t = saved === undefined ? this.rebuild(status) : fromRecord(status.taskId, saved);
+      const t = saved === undefined ? this.rebuild(status) : taskFromRecord(status.taskId, saved);
       if (t.phase === 'starting' || t.phase === 'checkpointing') t.phase = 'running';
       if (saved === undefined && t.attempt === undefined) {
         // Neither its record nor the executor says which attempt it is: its exit would be recorded and reported as
@@ -244,7 +238,7 @@ export class TaskLifecycle {
       if (saved === undefined || listed.has(taskId) || this.tasks.has(taskId)) continue;
       // A record still `starting` is a start the worker died in before the executor had the task: nothing ran.
       if (saved.phase !== 'running' && saved.phase !== 'checkpointing') continue;
-      const t = fromRecord(taskId, saved);
+      const t = taskFromRecord(taskId, saved);
       this.tasks.set(taskId, t);
       await this.disappeared(
         t,
@@ -341,7 +335,7 @@ export class TaskLifecycle {
     const records = await readPersistedTasks(join(this.options.workDir, 'tasks'));
     const out: TaskReport[] = [];
     for (const [taskId, saved] of records)
-      if (saved !== undefined) out.push(report(fromRecord(taskId, saved)));
+      if (saved !== undefined) out.push(taskReport(taskFromRecord(taskId, saved)));
     return out;
   }
 
@@ -372,7 +366,7 @@ export class TaskLifecycle {
   }
 
   reports(): TaskReport[] {
-    return [...this.tasks.values()].map((t) => report(t));
+    return [...this.tasks.values()].map((t) => taskReport(t));
   }
 
   background(t: LocalTask, op: () => Promise<void>): void {
@@ -720,68 +714,14 @@ export class TaskLifecycle {
     for (const t of this.tasks.values()) if (t.prepared !== undefined) yield t.prepared;
   }
 
-  /**
-   * Ship running tasks' logs, each at most every `logUploadSeconds`, so `fleetwise logs` follows a task as it runs.
-   * In the background, one at a time per task and never awaited by the heartbeat; one that fails is not retried here
-   * (the next due one is). Each ships at most RUNNING_LOG_SHIP_BYTES, so a task writing faster than the store takes
-   * it cannot keep a stop's final upload waiting behind an endless one; the rest goes next time.
-   */
+  /** Ship running tasks' logs (TaskLogUploads.shipRunning). */
   shipRunningLogs(): void {
-    const every = (this.options.logUploadSeconds ?? 5) * 1000;
-    for (const t of this.tasks.values())
-      if (
-        t.phase === 'running' &&
-        t.busy === undefined &&
-        !t.shippingLog &&
-        Date.now() - t.lastLogUploadMs >= every
-      ) {
-        t.shippingLog = true;
-        this.queueLogUpload(t, () => this.storeLog(t, RUNNING_LOG_SHIP_BYTES))
-          .catch((e: unknown) => this.log.warn(`log upload of ${t.taskId}: ${(e as Error).message}`))
-          .finally(() => {
-            t.shippingLog = false;
-          });
-      }
+    this.logs.shipRunning(this.tasks.values());
   }
 
   /** The rest of the task's log, stored once the store takes it (a stop or an exit waits for this). */
   private uploadLog(t: LocalTask): Promise<void> {
-    return this.queueLogUpload(t, () => this.retry(`log upload of ${t.taskId}`, () => this.storeLog(t)));
-  }
-
-  private async storeLog(t: LocalTask, budgetBytes?: number): Promise<void> {
-    t.logShipper ??= new TaskLogShipper(
-      this.requireStore(),
-      this.options.executor,
-      t,
-      () => this.registration().instanceId,
-      this.options.logSegmentBytes,
-      t.logPosition,
-    );
-    await t.logShipper.ship(budgetBytes);
-    t.lastLogUploadMs = Date.now();
-    // Kept with the task's record, at most once a minute (a record a few seconds old still saves the re-read): a
-    // restarted worker finds its place in a Docker log without reading it from the start, which the engine's log
-    // rotation may have cut away.
-    const position = t.logShipper.position;
-    if (position !== undefined && (t.lastLogPositionPersistMs ?? 0) + LOG_POSITION_PERSIST_MS <= Date.now()) {
-      t.logPosition = position;
-      t.lastLogPositionPersistMs = Date.now();
-      await this.persist(t);
-    }
-  }
-
-  /**
-   * Log uploads of a task, one after the other: each goes on from where the one before stopped, and two at once
-   * would both rewrite the open segment, the slower one with less.
-   */
-  private queueLogUpload(t: LocalTask, upload: () => Promise<void>): Promise<void> {
-    const next = (t.logUploads ?? Promise.resolve()).then(upload);
-    t.logUploads = next.then(
-      () => undefined,
-      () => undefined,
-    );
-    return next;
+    return this.logs.uploadRest(t);
   }
 
   private requireStore(): ObjectStore {
@@ -789,105 +729,4 @@ export class TaskLifecycle {
     if (store === undefined) throw new Error('not registered yet');
     return store;
   }
-}
-
-function report(t: LocalTask): TaskReport {
-  const state: ReportedTaskState = t.busy !== undefined && t.phase === 'running' ? 'running' : t.phase;
-  const completed = reportable(t.completed);
-  const perSecond = state === 'running' ? reportable(t.perSecond) : undefined;
-  return {
-    taskId: t.taskId,
-    state,
-    ...(t.exitCode === undefined ? {} : { exitCode: t.exitCode }),
-    ...(t.reason === undefined ? {} : { reason: t.reason.slice(0, 4000) }),
-    ...(t.phase === 'failed' && t.hostFault !== undefined ? { hostFault: t.hostFault } : {}),
-    ...(completed === undefined ? {} : { completedIterations: completed }),
-    ...(perSecond === undefined ? {} : { throughputPerSecond: perSecond }),
-    ...(t.checkpoint === undefined ? {} : { checkpoint: t.checkpoint }),
-    ...(t.restoredFrom === undefined ? {} : { restoredFrom: t.restoredFrom }),
-    ...(t.attempt === undefined ? {} : { attempt: t.attempt }),
-  };
-}
-
-/**
- * A count the task's progress file gave, if the protocol can carry it. The file is the task's to write: a value past
- * the protocol's bounds (a 2e15 token counter, a rate over microsecond timestamps) is left out of the report, or the
- * controller would refuse the whole heartbeat, and with it every other task on this instance.
- */
-function reportable(n: number | undefined): number | undefined {
-  return n !== undefined && Number.isFinite(n) && n >= 0 && n <= MAX_REPORTED_COUNT ? n : undefined;
-}
-
-/** Its progress so far covers every iteration its job declares (none declared: not known, so no). */
-function reportedAll(t: LocalTask): boolean {
-  return t.total !== undefined && (t.completed ?? 0) >= t.total;
-}
-
-/**
- * Why an exit the worker did not ask for is taken as a stop from outside, or undefined when it is the task's own end.
- * A host shutting down, `docker stop` or a restarted Docker engine sends the task SIGTERM: a task that checkpoints
- * and exits 0 on it, short of the iterations its job declares, has not finished, and one SIGTERM ended (exit 143)
- * has not failed, nor has one that `docker stop` killed past its grace (exit 137, Docker saying it was not out of
- * memory: `killedFromOutside`). They resume from their last checkpoint. A job that declares no iterations gives nothing to tell a
- * shutdown's exit 0 from its end by: that exit stays a success. The same rule whether the worker watched the exit or
- * adopted it after a restart.
- *
- * Stops from outside in a row that get the task no further (gotFurther) are bounded
- * (MAX_OUTSIDE_STOPS_WITHOUT_PROGRESS): beyond them its exit is taken at its word, or a task that ends early on its
- * own (exit 0 short of its declared iterations), or exits 143 by itself, would run again for ever: its exit 0 is its
- * end, its 143 a failure (counted against its retries). A job stopped again and again, each time getting further (a
- * host restarted every night), resumes every time.
- */
-function stoppedFromOutside(
-  t: LocalTask,
-  exitCode: number | undefined,
-  killedFromOutside: boolean,
-): string | undefined {
-  if (!gotFurther(t) && (t.outsideStops ?? 0) >= MAX_OUTSIDE_STOPS_WITHOUT_PROGRESS) return undefined;
-  if (exitCode === SIGTERM_EXIT_CODE)
-    return 'SIGTERM ended it (exit code 143) without the worker asking (a shutdown, `docker stop`): taken as stopped; it resumes from its last checkpoint';
-  if (killedFromOutside)
-    return (
-      'SIGKILL ended it (exit code 137, not out of memory) without the worker asking (`docker stop` of a task that ' +
-      'did not exit on SIGTERM, `docker kill`): taken as stopped; it resumes from its last checkpoint'
-    );
-  if (exitCode === 0 && t.total !== undefined && !reportedAll(t))
-    return (
-      `it exited (code 0) short of its declared iterations (${t.completed ?? 0} of ${t.total}) without the worker ` +
-      'asking: taken as stopped from outside (a shutdown signal, `docker stop`); it resumes from its last checkpoint'
-    );
-  return undefined;
-}
-
-/**
- * Whether this run got the task further than the stops from outside before it: more iterations than the furthest, or
- * a checkpoint of its own (uploaded since it started; a job that reports no iterations shows its progress so).
- */
-function gotFurther(t: LocalTask): boolean {
-  if (t.stoppedOutsideAt === undefined || (t.completed ?? 0) > t.stoppedOutsideAt) return true;
-  return t.checkpoint !== undefined && t.checkpoint.atSeconds * 1000 >= t.startedAtMs;
-}
-
-/** A task as its record on this host describes it. */
-function fromRecord(taskId: string, saved: PersistedTask): LocalTask {
-  return {
-    taskId,
-    jobId: saved.jobId,
-    phase: saved.phase,
-    startedAtMs: saved.startedAtMs,
-    stopRequested: saved.stopRequested,
-    exitCode: saved.exitCode,
-    reason: saved.reason,
-    hostFault: saved.hostFault,
-    restoredFrom: saved.restoredFrom,
-    checkpoint: saved.checkpoint,
-    signal: saved.signal,
-    timeoutSeconds: saved.timeoutSeconds,
-    attempt: saved.attempt,
-    total: saved.total,
-    stoppedOutsideAt: saved.stoppedOutsideAt,
-    outsideStops: saved.outsideStops,
-    logPosition: saved.logPosition,
-    lastLogUploadMs: 0,
-  };
 }

@@ -135,3 +135,27 @@ export function checkpointOf(
     atSeconds: Date.parse(manifest.createdAt) / 1000,
   };
 }
+
+/** A task as its record on this host describes it. */
+export function taskFromRecord(taskId: string, saved: PersistedTask): LocalTask {
+  return {
+    taskId,
+    jobId: saved.jobId,
+    phase: saved.phase,
+    startedAtMs: saved.startedAtMs,
+    stopRequested: saved.stopRequested,
+    exitCode: saved.exitCode,
+    reason: saved.reason,
+    hostFault: saved.hostFault,
+    restoredFrom: saved.restoredFrom,
+    checkpoint: saved.checkpoint,
+    signal: saved.signal,
+    timeoutSeconds: saved.timeoutSeconds,
+    attempt: saved.attempt,
+    total: saved.total,
+    stoppedOutsideAt: saved.stoppedOutsideAt,
+    outsideStops: saved.outsideStops,
+    logPosition: saved.logPosition,
+    lastLogUploadMs: 0,
+  };
+}

@@ -1,0 +1,30 @@
+import { MAX_REPORTED_COUNT, type ReportedTaskState, type TaskReport } from '../protocol/worker-protocol.js';
+import type { LocalTask } from './task-record.js';
+
+/** What the worker's heartbeat reports of a task (the protocol's TaskReport). */
+export function taskReport(t: LocalTask): TaskReport {
+  const state: ReportedTaskState = t.busy !== undefined && t.phase === 'running' ? 'running' : t.phase;
+  const completed = reportable(t.completed);
+  const perSecond = state === 'running' ? reportable(t.perSecond) : undefined;
+  return {
+    taskId: t.taskId,
+    state,
+    ...(t.exitCode === undefined ? {} : { exitCode: t.exitCode }),
+    ...(t.reason === undefined ? {} : { reason: t.reason.slice(0, 4000) }),
+    ...(t.phase === 'failed' && t.hostFault !== undefined ? { hostFault: t.hostFault } : {}),
+    ...(completed === undefined ? {} : { completedIterations: completed }),
+    ...(perSecond === undefined ? {} : { throughputPerSecond: perSecond }),
+    ...(t.checkpoint === undefined ? {} : { checkpoint: t.checkpoint }),
+    ...(t.restoredFrom === undefined ? {} : { restoredFrom: t.restoredFrom }),
+    ...(t.attempt === undefined ? {} : { attempt: t.attempt }),
+  };
+}
+
+/**
+ * A count the task's progress file gave, if the protocol can carry it. The file is the task's to write: a value past
+ * the protocol's bounds (a 2e15 token counter, a rate over microsecond timestamps) is left out of the report, or the
+ * controller would refuse the whole heartbeat, and with it every other task on this instance.
+ */
+function reportable(n: number | undefined): number | undefined {
+  return n !== undefined && Number.isFinite(n) && n >= 0 && n <= MAX_REPORTED_COUNT ? n : undefined;
+}
