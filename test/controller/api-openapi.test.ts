@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { OPENAPI_DOCUMENT } from '../../src/controller/api/openapi.js';
+import { FencedWriteError } from '../../src/controller/ha/lease.js';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
 import type { CostReport } from '../../src/controller/service.js';
 import type { JobRecord } from '../../src/controller/state-store.js';
@@ -490,6 +491,33 @@ describe('OpenAPI document against real answers', () => {
       contentType: 'application/x-tar',
       status: 415,
     });
+  });
+
+  it('documents a 503 with its Retry-After on every operation, as a fenced-out controller answers it', async () => {
+    for (const [path, operations] of Object.entries(document['paths'] as Json))
+      for (const [method, operation] of Object.entries(operations as Json)) {
+        const unavailable = ((operation as Json)['responses'] as Json)['503'];
+        expect(isObject(unavailable), `${method} ${path}: no 503`).toBe(true);
+      }
+    const listJobs = service.store.listJobs.bind(service.store);
+    service.store.listJobs = () => {
+      throw new FencedWriteError(2, 3);
+    };
+    try {
+      const response = await conforms({
+        method: 'GET',
+        path: '/v1/jobs',
+        operation: '/v1/jobs',
+        status: 503,
+      });
+      const documented = (((document['paths'] as Json)['/v1/jobs'] as Json)['get'] as Json)[
+        'responses'
+      ] as Json;
+      expect(response.headers.get('retry-after')).toMatch(/^\d+$/);
+      expect(Object.keys(((documented['503'] as Json)['headers'] as Json) ?? {})).toEqual(['Retry-After']);
+    } finally {
+      service.store.listJobs = listJobs;
+    }
   });
 
   it('documents the 500 of a report that could not be written', async () => {

@@ -577,6 +577,16 @@ const CHALLENGE = {
   },
 };
 
+/** A 503's wait before trying again. */
+const RETRY_AFTER = {
+  'Retry-After': { description: 'Seconds to wait before trying again', schema: int },
+};
+
+/** Why any operation may answer 503: passing, so a client retries. */
+const UNAVAILABLE =
+  'Unavailable for now: the state database is unreachable or busy, another controller took the lease, or this is a ' +
+  'standby (its body names the active controller); try again after Retry-After';
+
 /** A path id the server cannot decode: the router refuses it before the route reads it. */
 const BAD_PATH_ID = 'a path id that is not valid percent-encoding';
 
@@ -585,6 +595,8 @@ const BAD_PATH_ID = 'a path id that is not valid percent-encoding';
  * valid percent-encoding (400) or longer than any id (414), and a POST body that does not parse (400), is over the
  * limit (413) or of a content type the route does not take (415: YAML where only JSON is read, an archive anywhere
  * but /v1/contexts). An operation that documents one of these statuses keeps its own words (a path id's 400 added).
+ * Any operation may answer 503 with a Retry-After: the state database unreachable or busy, this controller fenced
+ * out by another that took the lease, or a standby answering for the active controller (ha/standby-server.ts).
  */
 function withServerAnswers(path: string, method: string, operation: Schema): Schema {
   const own = operation['responses'] as Record<string, Schema>;
@@ -596,6 +608,7 @@ function withServerAnswers(path: string, method: string, operation: Schema): Sch
     added['413'] = 'A body larger than the limit';
     added['415'] = 'A body of a content type this route does not take';
   } else if (byId) added['400'] = `${BAD_PATH_ID.charAt(0).toUpperCase()}${BAD_PATH_ID.slice(1)}`;
+  added['503'] = UNAVAILABLE;
   const responses: Record<string, Schema> = {};
   for (const [status, response] of Object.entries(own))
     responses[status] = {
@@ -606,7 +619,8 @@ function withServerAnswers(path: string, method: string, operation: Schema): Sch
       ...(status === '401' ? { headers: CHALLENGE } : {}),
     };
   for (const [status, description] of Object.entries(added))
-    if (own[status] === undefined) responses[status] = error(description);
+    if (own[status] === undefined)
+      responses[status] = { ...error(description), ...(status === '503' ? { headers: RETRY_AFTER } : {}) };
   return {
     ...operation,
     responses: Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b))),
