@@ -12,6 +12,7 @@ import type { PostgresLeaseTable } from '../controller/state/postgres/lease-tabl
 import { SqliteStateStore } from '../controller/state/sqlite-state-store.js';
 import type { StateStore } from '../controller/state-store.js';
 import { parseListenAddress } from '../controller/api/server.js';
+import { ValidationError } from '../core/validation.js';
 
 /**
  * Where `fleetwise controller` keeps its state, and what follows from it: a SQLite file in the state directory
@@ -65,6 +66,7 @@ export function openControllerState(
       close: () => store.close(),
     };
   }
+  const holderUrl = config.advertiseUrl ?? advertisedUrlOf(config.listen);
   // Every wait for the database bounded by the lease timings: a query blocks the renewals (postgres/conninfo.ts).
   const store = new PostgresStateStore(config.state, {
     nowSeconds: options.nowSeconds,
@@ -75,7 +77,7 @@ export function openControllerState(
     table: lease,
     // Host and pid say who it is; the random part tells a restarted controller from its previous life.
     holder: `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`,
-    holderUrl: config.advertiseUrl ?? advertisedUrlOf(config.listen),
+    holderUrl,
     settings: config.lease,
     logger: options.log,
   });
@@ -134,7 +136,8 @@ const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '0:0:0:0:0:0:0:0']);
 
 /**
  * The API address to publish with the lease, from the listen address alone (`advertiseUrl` overrides it): a wildcard
- * host becomes this host's name, which the other controllers' machines can usually resolve.
+ * host becomes this host's name, which the other controllers' machines can usually resolve. Port 0 is refused: the
+ * lease is published before the API binds and learns its port, and standbys would send clients to port 0.
  */
 export function advertisedUrlOf(
   listen: string | undefined,
@@ -142,6 +145,12 @@ export function advertisedUrlOf(
 ): string | undefined {
   if (listen === undefined) return undefined;
   const parsed = parseListenAddress(listen);
+  if (parsed.port === 0)
+    throw new ValidationError('--listen', [
+      `${listen}: port 0 (any free port) cannot be published with the lease, which names this controller's address ` +
+        'to standbys and their clients before the API binds; give a fixed port, or the address clients reach it at ' +
+        'with --advertise-url URL',
+    ]);
   const host = WILDCARD_HOSTS.has(parsed.host) ? hostName : parsed.host;
   return `http://${host.includes(':') ? `[${host}]` : host}:${parsed.port}`;
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { StateStore } from './state-store.js';
+import { INSTANCE_STATES, type StateStore } from './state-store.js';
 
 /**
  * The instances a clean stop of the controller terminated itself (local mode's workers stop with it), with when. The
@@ -17,6 +17,25 @@ export function recordStoppedWithController(
   const all = { ...stoppedWithController(store) };
   for (const s of stopped) all[s.cloudId] = s.atSeconds;
   store.setValue(KEY, all);
+}
+
+/**
+ * Instances stopped as a controller's clean stop stops them, but by something else while no controller ran
+ * (`fleetwise down`): recorded as stopped with the controller while the state still has them open, so that the next
+ * cloud sync closes them as such; those already closed are left out, so repeated starts record nothing more.
+ */
+export function recordStoppedWithoutController(
+  store: StateStore,
+  stopped: readonly { readonly cloudId: string; readonly atSeconds: number }[],
+): void {
+  if (stopped.length === 0) return;
+  const open = new Set(
+    store.listInstances({ states: INSTANCE_STATES.filter((s) => s !== 'terminated') }).map((i) => i.cloudId),
+  );
+  recordStoppedWithController(
+    store,
+    stopped.filter((s) => open.has(s.cloudId)),
+  );
 }
 
 /** Cloud id → when the controller's stop terminated it. */

@@ -3,6 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { sharedControllers } from '../../src/cli/state-dir-lock.js';
+import { readLocalInstances } from '../../src/cloud/local/instance-file.js';
+import { JOB_CAPACITY_LOST_EVENT } from '../../src/controller/snapshot.js';
+import { PostgresStateStore } from '../../src/controller/state/postgres-state-store.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 import { writeShortCounterSpec } from '../helpers/counter-spec.js';
 import {
@@ -18,7 +21,8 @@ import { describeWithPostgres } from '../helpers/postgres.js';
 /**
  * Local-mode controllers sharing a PostgreSQL state (`--state postgres://…`) on one state directory, through the real
  * CLI: each records itself there, so `fleetwise down` stops the active one and the standby before the workers (which
- * they would otherwise launch again); and each warns that a local-directory object store is not shared.
+ * they would otherwise launch again), and the next start takes those workers for stopped with the controller, not
+ * lost; and each warns that a local-directory object store is not shared.
  */
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-down-shared-'));
@@ -46,7 +50,8 @@ function newStateDir(name: string): string {
 describeWithPostgres('controllers sharing a PostgreSQL state', (pg) => {
   it('fleetwise down stops every controller on the state directory, then the workers', async () => {
     const stateDir = newStateDir('down');
-    const args = ['--state', pg.server.createDatabase()];
+    const url = pg.server.createDatabase();
+    const args = ['--state', url];
     const active = await startLocalController(stateDir, { args });
     started.push(active);
     const standby = await spawnLocalController(stateDir, { args });
@@ -92,7 +97,30 @@ describeWithPostgres('controllers sharing a PostgreSQL state', (pg) => {
     const twice = await runCli(['down', '--state-dir', stateDir]);
     expect(twice.code, twice.stderr).toBe(0);
     expect(twice.stdout).toMatch(/nothing to stop in /);
-  }, 180_000);
+
+    // `down` stopped the workers as a controller's own stop does (checkpoints first), where no controller could tell
+    // the state: the next start closes their instances as stopped with the controller, not as lost capacity.
+    const stopped = readLocalInstances(join(stateDir, 'local-instances.json')).find(
+      (i) => i.instanceId === worker.instanceId,
+    );
+    expect(stopped?.stoppedBy).toBe('down');
+    const next = await startLocalController(stateDir, { args });
+    started.push(next);
+    const store = new PostgresStateStore(url);
+    try {
+      const closed = store.findInstanceByCloudId(worker.instanceId);
+      expect(closed?.state).toBe('terminated');
+      expect(closed?.reason).toBe('terminated when the controller stopped');
+      // Billed until its worker exited, when `down` ended it, not until this start.
+      expect(closed?.terminatedAtSeconds).toBe((stopped?.terminatedAtMs ?? 0) / 1000);
+      expect(store.listEvents({ kind: JOB_CAPACITY_LOST_EVENT })).toEqual([]);
+    } finally {
+      store.close();
+    }
+    expect(next.stderr()).not.toContain('lost: vanished');
+    const last = await runCli(['down', '--state-dir', stateDir, '--grace-seconds', '20']);
+    expect(last.code, last.stderr).toBe(0);
+  }, 240_000);
 
   it('warns that a local-directory object store is not shared with the other controllers', async () => {
     const stateDir = newStateDir('warn');

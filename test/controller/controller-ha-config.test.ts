@@ -72,3 +72,29 @@ it('takes an http(s) URL to advertise with the lease, and refuses anything else 
     '--advertise-url: an http:// or https:// URL where clients reach this controller, e.g. http://box-a:7070',
   ]);
 });
+
+it('refuses lease timings over a day, naming each field and the maximum, before PostgreSQL would refuse the timeouts', () => {
+  const config = join(scratch, 'huge.yaml');
+  writeFileSync(
+    config,
+    'lease: { durationSeconds: 5000000, renewDeadlineSeconds: 100000, retrySeconds: 90000 }\n',
+  );
+  const limit =
+    'must be at most 86400 (a day): the database timeouts and timers derived from it take at most 2^31 − 1 ms';
+  expect(problemsOf(() => loadControllerConfig({ flags: { ...base, config } }))).toEqual([
+    `lease.durationSeconds (line 1): ${limit}`,
+    `lease.renewDeadlineSeconds (line 1): ${limit}`,
+    `lease.retrySeconds (line 1): ${limit}`,
+  ]);
+  // One over the fencing margin alone, as the reported idle_in_transaction_session_timeout of 2499995000 ms was.
+  writeFileSync(config, 'lease: { durationSeconds: 5000000, renewDeadlineSeconds: 10, retrySeconds: 2 }\n');
+  expect(problemsOf(() => loadControllerConfig({ flags: { ...base, config } }))).toEqual([
+    `lease.durationSeconds (line 1): ${limit}`,
+  ]);
+  writeFileSync(config, 'lease: { durationSeconds: 86400, renewDeadlineSeconds: 86399, retrySeconds: 1 }\n');
+  expect(loadControllerConfig({ flags: { ...base, config } }).lease).toEqual({
+    durationSeconds: 86400,
+    renewDeadlineSeconds: 86399,
+    retrySeconds: 1,
+  });
+});

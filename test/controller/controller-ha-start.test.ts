@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -12,12 +13,14 @@ import { freePort } from '../helpers/test-ports.js';
 /**
  * How controller processes on one PostgreSQL start and stop around their lease (`node dist/cli/main.js controller
  * --state postgres://…`, the local provider): a standby whose configuration names another cluster refuses the state
- * when it takes over, a controller whose start fails gives the lease back at once, and an active controller whose
- * database goes away stops with exit 75 (lease lost) rather than crashing.
+ * when it takes over, a controller whose start fails (or is stopped by a signal while it starts) gives the lease back
+ * at once, a listen port the lease cannot publish (0) is refused, and an active controller whose database goes away
+ * stops with exit 75 (lease lost) rather than crashing.
  */
 
 const ADMIN_TOKEN = 'ha-start-test-admin-token-0123456789abcdef';
 const LEASE = { durationSeconds: 3, renewDeadlineSeconds: 2, retrySeconds: 0.5 };
+const LONG_LEASE = { durationSeconds: 30, renewDeadlineSeconds: 20, retrySeconds: 0.5 };
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-ha-start-'));
 const spawned: ChildProcess[] = [];
@@ -36,7 +39,7 @@ interface Controller {
   output(): string;
 }
 
-function configFile(name: string, cluster: string | undefined): string {
+function configFile(name: string, cluster: string | undefined, lease = LEASE): string {
   const file = join(scratch, `${name}.yaml`);
   writeFileSync(
     file,
@@ -45,15 +48,28 @@ function configFile(name: string, cluster: string | undefined): string {
       'roundSeconds: 1',
       'pollSeconds: 0.5',
       'workerHeartbeatSeconds: 0.5',
-      `lease: { durationSeconds: ${LEASE.durationSeconds}, renewDeadlineSeconds: ${LEASE.renewDeadlineSeconds}, retrySeconds: ${LEASE.retrySeconds} }`,
+      `lease: { durationSeconds: ${lease.durationSeconds}, renewDeadlineSeconds: ${lease.renewDeadlineSeconds}, retrySeconds: ${lease.retrySeconds} }`,
       '',
     ].join('\n'),
   );
   return file;
 }
 
-async function startController(config: string, url: string, stateDir: string): Promise<Controller> {
-  const port = await freePort();
+interface ControllerOptions {
+  /** `--listen` (default: a free port on 127.0.0.1). */
+  readonly listen?: string;
+  readonly executor?: 'process' | 'docker';
+  readonly args?: readonly string[];
+  readonly env?: NodeJS.ProcessEnv;
+}
+
+async function startController(
+  config: string,
+  url: string,
+  stateDir: string,
+  options: ControllerOptions = {},
+): Promise<Controller> {
+  const listen = options.listen ?? `127.0.0.1:${await freePort()}`;
   const child = spawn(
     process.execPath,
     [
@@ -64,15 +80,19 @@ async function startController(config: string, url: string, stateDir: string): P
       '--provider',
       'local',
       '--executor',
-      'process',
+      options.executor ?? 'process',
       '--state',
       url,
       '--state-dir',
       stateDir,
       '--listen',
-      `127.0.0.1:${port}`,
+      listen,
+      ...(options.args ?? []),
     ],
-    { env: { ...bareEnv(), FLEETWISE_ADMIN_TOKEN: ADMIN_TOKEN }, stdio: ['ignore', 'pipe', 'pipe'] },
+    {
+      env: { ...bareEnv(), FLEETWISE_ADMIN_TOKEN: ADMIN_TOKEN, ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
   );
   spawned.push(child);
   let output = '';
@@ -179,6 +199,106 @@ describeWithPostgres('controllers on one PostgreSQL: starting on the lease', (pg
     rmSync(join(stateDir, 'local-instances.json'));
     // Released, not left to expire: a standby takes over at its next poll.
     expect(leaseOf(url)).toEqual({ holder: undefined, epoch: 2 });
+  });
+
+  it('a controller whose set-up fails after it took the lease (no Docker engine) gives it back at once', async () => {
+    const url = pg.server.createDatabase();
+    const stateDir = newStateDir('no-docker');
+    // A lease far longer than the test waits: only a release frees it in time.
+    const config = configFile('no-docker', 'prod', LONG_LEASE);
+    const failing = await startController(config, url, stateDir, {
+      executor: 'docker',
+      env: { DOCKER_HOST: `unix://${join(scratch, 'no-docker.sock')}` },
+    });
+    const exit = await exitWithin(failing, 30_000);
+    expect(exit, failing.output()).toEqual({ code: 2, signal: null });
+    expect(failing.output()).toContain('active with lease epoch 1');
+    expect(failing.output()).toContain('--executor');
+    expect(leaseOf(url)).toEqual({ holder: undefined, epoch: 1 });
+    // The next controller is active at once, not a standby waiting out the lease.
+    const next = await startController(config, url, stateDir);
+    await until(
+      'the next controller',
+      () => next.output().includes('fleetwise controller: cluster prod'),
+      LONG_LEASE.durationSeconds * 1000 - 5000,
+      next.output,
+    );
+    expect(next.output()).toContain('active with lease epoch 2');
+    expect(next.output()).not.toContain('standby on');
+    next.child.kill('SIGTERM');
+    expect((await next.exited).code).toBe(0);
+  });
+
+  it('a controller stopped by a signal while it sets up, after it took the lease, gives it back at once', async () => {
+    // A Docker engine that accepts the connection and never answers: the start waits on it, holding the lease.
+    const sockets: Socket[] = [];
+    const silent = createServer((socket) => void sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = pg.server.createDatabase();
+      const stateDir = newStateDir('signal-at-start');
+      const starting = await startController(
+        configFile('signal-at-start', 'prod', LONG_LEASE),
+        url,
+        stateDir,
+        {
+          executor: 'docker',
+          env: { DOCKER_HOST: `tcp://127.0.0.1:${(silent.address() as AddressInfo).port}` },
+        },
+      );
+      await until(
+        'the lease and the Docker check',
+        () => starting.output().includes('active with lease epoch 1') && sockets.length > 0,
+        30_000,
+        starting.output,
+      );
+      starting.child.kill('SIGTERM');
+      const exit = await exitWithin(starting, 10_000);
+      expect(exit, starting.output()).toEqual({ code: null, signal: 'SIGTERM' });
+      expect(leaseOf(url)).toEqual({ holder: undefined, epoch: 1 });
+      expect(existsSync(join(stateDir, `controller-${starting.child.pid}.pid`))).toBe(false);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      silent.close();
+    }
+  });
+
+  it('refuses --listen with port 0 on a shared state, which the lease could not publish, unless --advertise-url says where', async () => {
+    const url = pg.server.createDatabase();
+    const config = configFile('port-zero', 'prod');
+    const refused = await startController(config, url, newStateDir('port-zero'), { listen: '127.0.0.1:0' });
+    const exit = await exitWithin(refused, 30_000);
+    expect(exit, refused.output()).toEqual({ code: 2, signal: null });
+    expect(refused.output()).toContain('invalid input: --listen');
+    expect(refused.output()).toContain(
+      '127.0.0.1:0: port 0 (any free port) cannot be published with the lease',
+    );
+    expect(refused.output()).toContain('--advertise-url');
+    // Refused before the lease: nothing was taken.
+    expect(leaseOf(url)).toEqual({ holder: undefined, epoch: 0 });
+
+    const advertised = await startController(config, url, newStateDir('port-zero-advertised'), {
+      listen: '127.0.0.1:0',
+      args: ['--advertise-url', 'http://lb.test:7070'],
+    });
+    await until(
+      'the advertised controller',
+      () => advertised.output().includes('fleetwise controller: cluster prod'),
+      60_000,
+      advertised.output,
+    );
+    const api = /API (http:\/\/127\.0\.0\.1:\d+)/.exec(advertised.output())?.[1];
+    expect(api, advertised.output()).toBeDefined();
+    const health = (await (await fetch(`${api}/healthz`)).json()) as { activeUrl?: string };
+    expect(health.activeUrl).toBe('http://lb.test:7070');
+    const store = new PostgresStateStore(url);
+    try {
+      expect(store.lease('controller').read()?.holderUrl).toBe('http://lb.test:7070');
+    } finally {
+      store.close();
+    }
+    advertised.child.kill('SIGTERM');
+    expect((await advertised.exited).code).toBe(0);
   });
 });
 

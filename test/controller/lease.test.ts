@@ -12,9 +12,11 @@ import {
   FencedWriteError,
   LeaseNotHeldError,
   leaseSettingsSchema,
+  MAX_LEASE_TIMING_SECONDS,
   type LeaseSettings,
 } from '../../src/controller/ha/lease.js';
 import { PostgresStateStore } from '../../src/controller/state/postgres-state-store.js';
+import { connectionBoundsFor } from '../../src/controller/state/postgres/conninfo.js';
 import { table3Catalog } from '../helpers/catalogs.js';
 import { describeWithPostgres, findPostgresBin } from '../helpers/postgres.js';
 
@@ -76,6 +78,33 @@ describeWithPostgres('controller lease on PostgreSQL', (pg) => {
     });
     expect(bad.success).toBe(false);
     expect(bad.error?.issues.map((i) => i.path.join('.'))).toEqual(['renewDeadlineSeconds', 'retrySeconds']);
+  });
+
+  it('takes timings up to a day, whose derived database timeouts PostgreSQL accepts, and refuses longer ones', () => {
+    const max = MAX_LEASE_TIMING_SECONDS;
+    // The largest statement bound (retries as short as can be), then the largest idle-in-transaction bound.
+    for (const timings of [
+      { durationSeconds: max, renewDeadlineSeconds: max - 1, retrySeconds: 0.001 },
+      { durationSeconds: max, renewDeadlineSeconds: 1.5, retrySeconds: 0.5 },
+    ]) {
+      const settings = leaseSettingsSchema.parse(timings);
+      const store = new PostgresStateStore(pg.server.createSchema(), {
+        bounds: connectionBoundsFor(settings),
+      });
+      opened.push(store);
+      const holder = elector(store, 'alpha', settings);
+      expect(holder.tryAcquire()).toEqual({ holder: 'alpha', epoch: 1 });
+      holder.release();
+    }
+    for (const field of ['durationSeconds', 'renewDeadlineSeconds', 'retrySeconds'] as const) {
+      const over = leaseSettingsSchema.safeParse({
+        durationSeconds: max,
+        renewDeadlineSeconds: max - 1,
+        retrySeconds: 1,
+        [field]: max + 1,
+      });
+      expect(over.error?.issues.find((i) => i.path[0] === field)?.message).toMatch(/^must be at most 86400 /);
+    }
   });
 
   it('gives the lease to one controller at a time, and to the next with a greater epoch once it expires', async () => {

@@ -16,6 +16,7 @@ import { SystemClock } from '../../controller/clock.js';
 import { METRICS_AUTH_MODES, ORPHAN_POLICIES } from '../../controller/config.js';
 import type { ControllerFlags } from '../../controller/config-flags.js';
 import type { ControllerLogger } from '../../controller/seams.js';
+import type { ControllerState } from '../controller-state.js';
 import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
 import { priceRefresherFor, interruptionListenerFor } from './controller/aws-feeds.js';
 import { openActiveState } from './controller/active-state.js';
@@ -25,7 +26,7 @@ import { crashInjectorFromEnv } from './controller/crash-injection.js';
 import { setUpFleet } from './controller/provider-setup.js';
 import { submitOnStart } from './controller/quick-start-submit.js';
 import { METRICS_TOKEN_ENV, adminTokenFor, metricsTokenFor, secretFilesIn } from './controller/secrets.js';
-import { stopOnSignals } from './controller/shutdown.js';
+import { giveBackOnSignal, stopOnSignals } from './controller/shutdown.js';
 import { startController } from './controller/startup.js';
 import { claimStateDirectory, restoreFromBackup } from './controller/state-dir.js';
 
@@ -91,60 +92,78 @@ export async function runController(
   const adminToken = adminTokenFor(env, secretFiles.adminToken);
   const metricsToken =
     config.metricsAuth === 'token' ? metricsTokenFor(env, secretFiles.metricsToken) : undefined;
-  const state = await openActiveState(config, { clock, log });
-  const fleet = await setUpFleet({ config, catalog: loadedCatalog, env, state, secretFiles, log });
-  // Spot is planned only in the pools of the zones the fleet can launch in.
-  const inFleetZones = (c: Catalog): Catalog =>
-    fleet.zones === undefined ? c : { ...c, spot: spotInZones(c.spot, fleet.zones) };
-  const catalog = inFleetZones(loadedCatalog);
-  const built = await buildController({ config, catalog, state, fleet, clock, faults, secretFiles, log });
-  const { controller, objectStore, backups } = built;
-  const feedOptions = {
-    config,
-    env,
-    catalog,
-    // In every zone: the price refresher lays the overrides over it before it keeps the fleet's zones, as above (the
-    // overrides were checked against the whole catalog, and may price spot only in other zones).
-    listCatalog,
-    spotZones: fleet.zones,
-    clock,
-    controller,
-    log,
+  // From the moment the lease is taken, a start that fails, or a signal before stopOnSignals takes over, gives it back
+  // at once (with the state directory): a standby would otherwise wait for it to expire behind a controller that
+  // never ran.
+  let opened: ControllerState | undefined;
+  const giveBack = (): void => {
+    opened?.close();
+    releaseStateDir();
   };
-  const priceRefresher = await priceRefresherFor(feedOptions);
-  const interruptions = await interruptionListenerFor(feedOptions);
+  const giveBackOnStop = giveBackOnSignal(giveBack);
+  const started = await (async () => {
+    const state = await openActiveState(config, { clock, log, opened: (s) => (opened = s) });
+    const fleet = await setUpFleet({ config, catalog: loadedCatalog, env, state, secretFiles, log });
+    // Spot is planned only in the pools of the zones the fleet can launch in.
+    const inFleetZones = (c: Catalog): Catalog =>
+      fleet.zones === undefined ? c : { ...c, spot: spotInZones(c.spot, fleet.zones) };
+    const catalog = inFleetZones(loadedCatalog);
+    const built = await buildController({ config, catalog, state, fleet, clock, faults, secretFiles, log });
+    const { controller, backups } = built;
+    const feedOptions = {
+      config,
+      env,
+      catalog,
+      // In every zone: the price refresher lays the overrides over it before it keeps the fleet's zones, as above (the
+      // overrides were checked against the whole catalog, and may price spot only in other zones).
+      listCatalog,
+      spotZones: fleet.zones,
+      clock,
+      controller,
+      log,
+    };
+    const priceRefresher = await priceRefresherFor(feedOptions);
+    const interruptions = await interruptionListenerFor(feedOptions);
 
-  // The signal handlers are installed before the API serves: they close it once it does.
-  const serving: { api: ApiServer | undefined } = { api: undefined };
-  stopOnSignals({
-    config,
-    keepWorkers: flags.keepWorkers === true,
-    state,
-    controller,
-    localProvider: fleet.local?.provider,
-    priceRefresher,
-    interruptions,
-    backups,
-    api: () => serving.api,
-    releaseStateDir,
-    log,
+    // The signal handlers are installed before the API serves: they close it once it does.
+    const serving: { api: ApiServer | undefined } = { api: undefined };
+    giveBackOnStop();
+    stopOnSignals({
+      config,
+      keepWorkers: flags.keepWorkers === true,
+      state,
+      controller,
+      localProvider: fleet.local?.provider,
+      priceRefresher,
+      interruptions,
+      backups,
+      api: () => serving.api,
+      releaseStateDir,
+      log,
+    });
+    const api = await startController({
+      config,
+      init: flags.init === true,
+      state,
+      fleet,
+      built,
+      priceRefresher,
+      interruptions,
+      adminToken: adminToken.value,
+      metricsToken: metricsToken?.value,
+      clock,
+      log,
+      apiLogger: log.pino,
+      releaseStateDir,
+    });
+    serving.api = api;
+    return { state, objectStore: built.objectStore, api };
+  })().catch((e: unknown) => {
+    giveBackOnStop();
+    giveBack();
+    throw e;
   });
-  const api = await startController({
-    config,
-    init: flags.init === true,
-    state,
-    fleet,
-    built,
-    priceRefresher,
-    interruptions,
-    adminToken: adminToken.value,
-    metricsToken: metricsToken?.value,
-    clock,
-    log,
-    apiLogger: log.pino,
-    releaseStateDir,
-  });
-  serving.api = api;
+  const { state, objectStore, api } = started;
   process.stdout.write(
     `fleetwise controller: cluster ${config.cluster} in ${config.region}${config.dryRun ? ' (dry run: no cloud calls)' : ''}; ` +
       `state ${state.shared ? state.description : config.stateDir}; reports to ${objectStore?.location ?? 'nowhere (dry run)'}` +

@@ -4,7 +4,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
 import { LocalProvider } from '../../cloud/local/local-provider.js';
-import { journalPathOf } from '../../cloud/local/instance-file.js';
+import { journalPathOf, LocalInstanceFile, type LocalInstance } from '../../cloud/local/instance-file.js';
 import { exitTimes, stopWorkersGently } from '../../cloud/local/local-shutdown.js';
 import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
 import { parseWith, ValidationError } from '../../core/validation.js';
@@ -17,7 +17,8 @@ import { makeExecutor } from './worker.js';
  * `fleetwise down`: stop everything a local controller started from its state directory: the controller (which stops
  * its workers, unless it was started with --keep-workers), or every controller sharing a PostgreSQL state there, then
  * every worker process the local instance records still list, each checkpointing and stopping its tasks first; what
- * does not stop in time is killed with its tasks. A controller that cannot be stopped leaves the workers running.
+ * does not stop in time is killed with its tasks. Those it stopped are marked so in the records, for the next start.
+ * A controller that cannot be stopped leaves the workers running.
  * Idempotent: with nothing running it says so and succeeds.
  */
 
@@ -162,6 +163,7 @@ export async function runDown(flags: DownFlags): Promise<void> {
         running.map((i) => i.instanceId),
         exitTimes(outcomes),
       );
+      markStoppedByDown(stateFile, running);
       for (const o of outcomes)
         out(
           `worker ${o.instanceId} (pid ${o.pid ?? '?'}): ` +
@@ -175,6 +177,22 @@ export async function runDown(flags: DownFlags): Promise<void> {
     }
   }
   if (!stoppedAnything) out(`nothing to stop in ${stateDir}`);
+}
+
+/**
+ * A controller's own stop tells its state which instances it stopped; `down` cannot reach the state (a PostgreSQL
+ * one's URL is not in the directory), so it marks them in the instance records, which the next controller reads at
+ * start: their jobs then resume as after a clean stop, not as capacity lost.
+ */
+function markStoppedByDown(stateFile: string, stopped: readonly LocalInstance[]): void {
+  const ids = new Set(stopped.map((i) => i.instanceId));
+  const file = new LocalInstanceFile(stateFile);
+  file.write(
+    file
+      .all()
+      .filter((i) => ids.has(i.instanceId) && i.state === 'terminated')
+      .map((i) => ({ ...i, stoppedBy: 'down' as const })),
+  );
 }
 
 /** Whether `dir` is (or was) a controller's state directory: it holds what a controller or its workers write there. */

@@ -40,6 +40,11 @@ export interface LocalInstance {
   readonly tags: Readonly<Record<string, string>>;
   readonly launchTimeMs: number;
   readonly terminatedAtMs?: number | undefined;
+  /**
+   * `down`: `fleetwise down` stopped it (its worker checkpointed its tasks first) where no controller did, so the next
+   * start closes it as stopped with the controller, not as lost.
+   */
+  readonly stoppedBy?: 'down' | undefined;
   /** Working directory of the instance's worker (executor state, task directories, its log). */
   readonly dir: string;
   readonly pid?: number | undefined;
@@ -52,6 +57,7 @@ const instanceSchema = z.object({
   tags: z.record(z.string(), z.string()),
   launchTimeMs: z.number(),
   terminatedAtMs: z.number().optional(),
+  stoppedBy: z.literal('down').optional(),
   dir: z.string(),
   pid: z.number().int().optional(),
 });

@@ -24,17 +24,35 @@ import { StateStoreError } from '../state-store.js';
 export const MIN_STATEMENT_ROOM_SECONDS = 1;
 export const MIN_FENCING_MARGIN_SECONDS = 1;
 
+/**
+ * The most any lease timing may be (a day, far beyond any useful lease): the database timeouts derived from them are
+ * at most half a timing in milliseconds and the renewal timer is the retry period in milliseconds, and PostgreSQL's
+ * timeouts and Node's timers both take at most 2^31 − 1 ms (about 24.8 days).
+ */
+export const MAX_LEASE_TIMING_SECONDS = 86_400;
+
+const timing = (defaultSeconds: number): z.ZodDefault<z.ZodNumber> =>
+  z
+    .number()
+    .finite()
+    .positive('must be > 0')
+    .max(
+      MAX_LEASE_TIMING_SECONDS,
+      `must be at most ${MAX_LEASE_TIMING_SECONDS} (a day): the database timeouts and timers derived from it take at most 2^31 − 1 ms`,
+    )
+    .default(defaultSeconds);
+
 export const leaseSettingsSchema = z
   .strictObject({
     /** A lease not renewed this long expires, and a standby may take over (client-go LeaseDuration, 15 s). */
-    durationSeconds: z.number().finite().positive('must be > 0').default(15),
+    durationSeconds: timing(15),
     /**
      * The holder stops acting when it could not renew for this long (client-go RenewDeadline, 10 s); the rest of the
      * lease, duration − renew deadline, is the safety margin within which no other controller can yet have started.
      */
-    renewDeadlineSeconds: z.number().finite().positive('must be > 0').default(10),
+    renewDeadlineSeconds: timing(10),
     /** The holder renews, and a standby tries to take over, this often (client-go RetryPeriod, 2 s). */
-    retrySeconds: z.number().finite().positive('must be > 0').default(2),
+    retrySeconds: timing(2),
   })
   .superRefine((s, ctx) => {
     if (s.renewDeadlineSeconds >= s.durationSeconds)

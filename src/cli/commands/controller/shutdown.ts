@@ -29,6 +29,32 @@ export interface ShutdownOptions {
   readonly log: ControllerLogger;
 }
 
+/**
+ * While the controller starts (before stopOnSignals): a SIGTERM or SIGINT runs `giveBack` (the lease, so a standby
+ * need not wait for it to expire, and the state directory), then ends the process by that signal, as it would have
+ * ended without a handler. Returns what removes these handlers.
+ */
+export function giveBackOnSignal(giveBack: () => void): () => void {
+  const onSignal = (signal: NodeJS.Signals): void => {
+    remove();
+    try {
+      giveBack();
+    } finally {
+      // No handler is left: the signal's default action ends the process.
+      process.kill(process.pid, signal);
+    }
+  };
+  const onTerm = (): void => onSignal('SIGTERM');
+  const onInt = (): void => onSignal('SIGINT');
+  const remove = (): void => {
+    process.removeListener('SIGTERM', onTerm);
+    process.removeListener('SIGINT', onInt);
+  };
+  process.on('SIGTERM', onTerm);
+  process.on('SIGINT', onInt);
+  return remove;
+}
+
 /** Install the SIGTERM and SIGINT handlers that stop everything in order and exit. */
 export function stopOnSignals(options: ShutdownOptions): void {
   const { config, state, controller, localProvider, priceRefresher, interruptions, backups, log } = options;

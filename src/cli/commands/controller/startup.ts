@@ -5,6 +5,7 @@ import { startApiServer, type ApiServer } from '../../../controller/api/server.j
 import type { Clock } from '../../../controller/clock.js';
 import type { ControllerConfig } from '../../../controller/config.js';
 import { checkStateBeforeStart } from '../../../controller/empty-state-guard.js';
+import { recordStoppedWithoutController } from '../../../controller/stopped-with-controller.js';
 import type { InterruptionListener } from '../../../controller/interruption-listener.js';
 import type { PriceRefresher } from '../../../controller/price-refresh.js';
 import type { ControllerLogger } from '../../../controller/seams.js';
@@ -91,6 +92,20 @@ export async function startController(options: StartupOptions): Promise<ApiServe
     writeFileSync(join(config.stateDir, API_URL_FILE), `${api.url}\n`, { mode: 0o600 });
   }
   try {
+    // Before the recovery's cloud sync, which closes them: workers `fleetwise down` stopped while no controller ran
+    // checkpointed first, as with a clean stop of this controller; they are not lost capacity.
+    const local = options.fleet.local;
+    if (local !== undefined && !config.dryRun)
+      recordStoppedWithoutController(
+        state.store,
+        local.provider
+          .instances()
+          .flatMap((i) =>
+            i.stoppedBy === 'down' && i.terminatedAtMs !== undefined
+              ? [{ cloudId: i.instanceId, atSeconds: i.terminatedAtMs / 1000 }]
+              : [],
+          ),
+      );
     await controller.start();
   } catch (e) {
     // As for a bind failure: the lease is given back with the state, or a standby would wait out a lease that a

@@ -33,7 +33,8 @@ export interface ConnectionBounds {
  * statement and the renewal after it, itself bounded, still fit) and a lock wait half of that. A session idle in a
  * transaction is ended after half of the fencing margin (`durationSeconds − renewDeadlineSeconds`): a holder frozen
  * inside a write transaction loses it, and its locks, before its lease can expire and pass to the next controller.
- * The lease schema (ha/lease.ts) refuses timings that leave too little room for either.
+ * The lease schema (ha/lease.ts) refuses timings that leave too little room for either, and timings over a day, so
+ * that every value here stays within what PostgreSQL and libpq take (2^31 − 1 ms, or seconds for connect_timeout).
  */
 export function connectionBoundsFor(lease: LeaseSettings): ConnectionBounds {
   const statementTimeoutMs = Math.floor(((lease.renewDeadlineSeconds - lease.retrySeconds) * 1000) / 2);
