@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { createWriteStream, watch, type FSWatcher } from 'node:fs';
+import { createWriteStream } from 'node:fs';
 import { lstat, mkdir, readdir, rm, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { Transform } from 'node:stream';
@@ -14,7 +14,6 @@ import {
 import type { ObjectStore } from '../storage/object-store.js';
 import { isObjectStoreError } from '../storage/object-store-error.js';
 import { extractCheckpoint, packCheckpoint } from './archives.js';
-import type { Executor } from './executor.js';
 import { listFiles } from './image-cache.js';
 
 /**
@@ -198,7 +197,7 @@ async function readManifest(
  * Whether the task uses COMPLETE markers, as its newest readable manifest that says records it (older manifests say
  * nothing). A bad manifest is passed over for an older one; the store failing fails the call.
  */
-async function usesMarkers(
+export async function usesMarkers(
   store: ObjectStore,
   ref: CheckpointRef,
   stored: readonly StoredCheckpoint[],
@@ -332,7 +331,7 @@ export function checkpointsToPrune(stored: readonly StoredCheckpoint[], keep: nu
 }
 
 /** The manifest goes first, so a half-deleted checkpoint is partial, never restored. */
-async function deleteCheckpoints(
+export async function deleteCheckpoints(
   store: ObjectStore,
   ref: CheckpointRef,
   seqs: readonly number[],
@@ -349,7 +348,7 @@ async function deleteCheckpoints(
  * followed (a dangling one is state like any file, and is packed as a link). '' when the directory or a file in it is
  * missing (not made yet, or mid-rename: the next poll looks again); any other failure is thrown, to be reported.
  */
-async function fingerprint(dir: string): Promise<string> {
+export async function fingerprint(dir: string): Promise<string> {
   try {
     const files = await checkpointFiles(dir);
     const parts = await Promise.all(
@@ -365,342 +364,11 @@ async function fingerprint(dir: string): Promise<string> {
   }
 }
 
-async function exists(path: string): Promise<boolean> {
+export async function exists(path: string): Promise<boolean> {
   try {
     await stat(path);
     return true;
   } catch {
     return false;
   }
-}
-
-/** `poll`: the periodic check; `final`: the task exited, take any change; `marked-only`: only a COMPLETE marker. */
-export type CheckMode = 'poll' | 'final' | 'marked-only';
-
-export interface CheckpointWatcherOptions {
-  readonly store: ObjectStore;
-  readonly ref: CheckpointRef;
-  readonly dir: string;
-  /**
-   * Poll period; 1 s by default. A COMPLETE marker is noticed at once where the directory can be watched (inotify),
-   * the poll being the fallback and the clock of the quiescence rule.
-   */
-  readonly pollMs?: number;
-  /** How long an unmarked directory must stay unchanged before it is uploaded; 3 polls by default. */
-  readonly quiescentMs?: number;
-  /** Complete checkpoints kept in the store after each upload (default 3). */
-  readonly keep?: number;
-  readonly onUpload?: (result: UploadResult) => void;
-  readonly onError?: (error: Error) => void;
-  /**
-   * Runs the final upload (`flush`, `flushMarkedOnly`: the one a stop waits for) until the store takes it
-   * (TaskLifecycle retries while the store fails). Periodic uploads are not retried: the next poll tries again.
-   */
-  readonly retry?: StoreStepRetry;
-}
-
-/** Runs a step that needs the object store, trying it again while the store fails (src/storage/retry.ts). */
-export type StoreStepRetry = <T>(what: string, step: () => Promise<T>) => Promise<T>;
-
-const once: StoreStepRetry = (_what, step) => step();
-
-/**
- * Uploads the checkpoints a running task writes (contract above), so a lost instance costs at most the work since
- * the last upload. Call `start()` after a restore (the restored state is the baseline, never re-uploaded), `flush()`
- * after the task exited, `stop()` when done.
- */
-export class CheckpointWatcher {
-  private timer: NodeJS.Timeout | undefined;
-  private dirWatch: FSWatcher | undefined;
-  /** A marker check is queued: further events for the marker add nothing. */
-  private markerCheckQueued = false;
-  private nextSeq = 0;
-  private lastUploaded = '';
-  private candidate = '';
-  private candidateSince = 0;
-  /** The task uses COMPLETE markers: seen by this watcher, or recorded in the newest manifest at start. */
-  private markerSeen = false;
-  /**
-   * The task's checkpoints in the store, oldest first: listed at start, then kept up to date with this watcher's own
-   * uploads and deletions, so pruning after each upload costs no listing (the store's requests per checkpoint are
-   * what bounds how often fifty tasks can checkpoint to one store).
-   */
-  private stored: StoredCheckpoint[] = [];
-  private pruning: Promise<void> | undefined;
-  private pruneAgain = false;
-  private busy: Promise<UploadResult | undefined> = Promise.resolve(undefined);
-  private readonly pollMs: number;
-  private readonly quiescentMs: number;
-  private readonly keep: number;
-  /** The newest checkpoint this watcher uploaded. */
-  lastManifest: CheckpointManifest | undefined;
-  /**
-   * Why the last final upload (`flush`, `flushMarkedOnly`) failed, once its retries ended: a permanent error (a file the
-   * archive refuses), or the agent leaving while the store was down. The state the task left is then not in the store.
-   */
-  finalUploadError: Error | undefined;
-
-  constructor(private readonly options: CheckpointWatcherOptions) {
-    this.pollMs = options.pollMs ?? 1000;
-    this.quiescentMs = options.quiescentMs ?? 3 * this.pollMs;
-    this.keep = options.keep ?? 3;
-  }
-
-  /**
-   * `baseline: 'restored'` (a start after a restore): the directory holds what the store has, never re-uploaded.
-   * `'unknown'` (a task adopted after the agent restarted): what it wrote while no watcher ran may never have been
-   * uploaded, so the current state counts as new.
-   */
-  async start(baseline: 'restored' | 'unknown' = 'restored'): Promise<void> {
-    const { store, ref } = this.options;
-    const stored = await listCheckpoints(store, ref);
-    // Known before nextSeq (which lets uploads happen): a marker-using task's half-written next checkpoint, quiet
-    // between two of its writes, must never be taken for a complete one.
-    this.markerSeen = await usesMarkers(store, ref, stored);
-    this.stored = stored;
-    // After every seq ever used, partial ones included: a new checkpoint never overwrites an old object.
-    this.nextSeq = (stored.at(-1)?.seq ?? 0) + 1;
-    // A directory that cannot be read yet is no reason to watch nothing: the polls report it, and upload once it reads.
-    this.lastUploaded = baseline === 'restored' ? await fingerprint(this.options.dir).catch(() => '') : '';
-    this.watchDir();
-    this.schedule();
-  }
-
-  private schedule(): void {
-    this.timer = setTimeout(() => {
-      // The directory may not have existed yet (the task creates it), or its watch may have failed: try again.
-      this.watchDir();
-      void this.check('poll').finally(() => {
-        if (this.timer !== undefined) this.schedule();
-      });
-    }, this.pollMs);
-  }
-
-  /**
-   * Upload a marked checkpoint as soon as the task marks it rather than at the next poll: a lost instance costs the
-   * work since the last durable checkpoint, and the task writes its next one only once the marker is gone.
-   */
-  private watchDir(): void {
-    if (this.dirWatch !== undefined) return;
-    try {
-      const dirWatch = watch(this.options.dir, { persistent: false }, (_event, name) => {
-        if (name !== COMPLETE_MARKER || this.markerCheckQueued || this.timer === undefined) return;
-        this.markerCheckQueued = true;
-        // The flag clears when the check starts, so a marker written during an upload queues the next one.
-        this.busy = this.busy.then(() => {
-          this.markerCheckQueued = false;
-          return undefined;
-        });
-        void this.check('poll');
-      });
-      dirWatch.on('error', () => {
-        dirWatch.close();
-        if (this.dirWatch === dirWatch) this.dirWatch = undefined;
-      });
-      this.dirWatch = dirWatch;
-    } catch {
-      // No directory yet, or no inotify watch left (ENOSPC): the poll covers it.
-    }
-  }
-
-  /** One poll: upload if the task marked a checkpoint complete, or (unmarked tasks) the directory went quiet. */
-  check(mode: CheckMode = 'poll'): Promise<UploadResult | undefined> {
-    this.busy = this.busy.then(async () => {
-      try {
-        const result = await this.checkNow(mode);
-        if (mode !== 'poll') this.finalUploadError = undefined;
-        return result;
-      } catch (e) {
-        if (mode !== 'poll') this.finalUploadError = e as Error;
-        this.options.onError?.(e as Error);
-        return undefined;
-      }
-    });
-    return this.busy;
-  }
-
-  private async checkNow(mode: CheckMode): Promise<UploadResult | undefined> {
-    // Not started (its listing of the store never finished): the next seq is unknown, and one written as 0 would be
-    // refused by every restore (or overwrite a later attempt's). Nothing is uploaded until the watcher knows it.
-    if (this.nextSeq === 0) return undefined;
-    const { dir } = this.options;
-    const marker = join(dir, COMPLETE_MARKER);
-    if (await exists(marker)) {
-      this.markerSeen = true;
-      const result = await this.upload(mode, true);
-      // The task may write its next checkpoint as soon as this one is durable, before any housekeeping.
-      await unlink(marker).catch(() => undefined);
-      this.prune();
-      return result;
-    }
-    if (this.markerSeen || mode === 'marked-only') return undefined;
-    const current = await fingerprint(dir);
-    if (current === this.lastUploaded || current === '') return undefined;
-    if (mode === 'poll') {
-      if (current !== this.candidate) {
-        this.candidate = current;
-        this.candidateSince = Date.now();
-        return undefined;
-      }
-      if (Date.now() - this.candidateSince < this.quiescentMs) return undefined;
-    }
-    const result = await this.upload(mode, false);
-    this.prune();
-    return result;
-  }
-
-  private async upload(mode: CheckMode, marked: boolean): Promise<UploadResult> {
-    const { store, ref, dir } = this.options;
-    const attempt = async (): Promise<UploadResult> => {
-      // Each attempt packs the directory as it is then, under a new seq (a failed one is left partial).
-      const before = await fingerprint(dir);
-      const seq = this.nextSeq++;
-      // Partial until the manifest is written: a failed attempt may leave its tar behind, for pruning to delete.
-      const entry = { seq, complete: false };
-      this.stored.push(entry);
-      const uploaded = await uploadCheckpoint(store, ref, dir, seq, { marked });
-      entry.complete = true;
-      this.lastUploaded = before;
-      return uploaded;
-    };
-    const result =
-      mode === 'poll' ? await attempt() : await (this.options.retry ?? once)('checkpoint upload', attempt);
-    this.lastManifest = result.manifest;
-    this.options.onUpload?.(result);
-    return result;
-  }
-
-  /**
-   * Pruning is housekeeping, run beside the uploads rather than before the next one (on a busy store its deletions
-   * took as long as the upload, and doubled the time between checkpoints); one at a time, and once more after one
-   * that uploads overtook. The upload stands when it fails, and the next upload prunes again.
-   */
-  private prune(): void {
-    if (this.pruning !== undefined) {
-      this.pruneAgain = true;
-      return;
-    }
-    this.pruning = this.pruneNow().finally(() => {
-      this.pruning = undefined;
-      if (this.pruneAgain) {
-        this.pruneAgain = false;
-        this.prune();
-      }
-    });
-  }
-
-  private async pruneNow(): Promise<void> {
-    const { store, ref } = this.options;
-    const doomed = checkpointsToPrune(this.stored, this.keep);
-    try {
-      await deleteCheckpoints(store, ref, doomed);
-      this.stored = this.stored.filter((c) => !doomed.includes(c.seq));
-    } catch (e) {
-      this.options.onError?.(e as Error);
-    }
-  }
-
-  /** Upload the final state of an exited task (see the contract); returns the upload, if one was made. */
-  async flush(): Promise<UploadResult | undefined> {
-    return this.check('final');
-  }
-
-  /** After a kill: upload only a checkpoint the task marked complete (unmarked files may be torn mid-write). */
-  async flushMarkedOnly(): Promise<UploadResult | undefined> {
-    return this.check('marked-only');
-  }
-
-  async stop(): Promise<void> {
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = undefined;
-    this.dirWatch?.close();
-    this.dirWatch = undefined;
-    await this.busy;
-    while (this.pruning !== undefined) await this.pruning;
-  }
-}
-
-export interface CheckpointAndStopOptions {
-  readonly executor: Executor;
-  readonly taskId: string;
-  readonly signal: NodeJS.Signals;
-  readonly timeoutSeconds: number;
-  /**
-   * When to kill the task if it has not exited, read on every look so that it can be brought forward meanwhile (a
-   * spot notice arriving during the stop); default: `timeoutSeconds` from the start.
-   */
-  readonly deadline?: StopDeadline | undefined;
-  /** The task's watcher: flushed after the task is gone, so its final checkpoint is uploaded before we report. */
-  readonly watcher?: CheckpointWatcher | undefined;
-  readonly pollMs?: number;
-}
-
-/** A checkpoint-stop's kill time (epoch ms), which its owner may move while the stop waits. */
-export interface StopDeadline {
-  atMs: number;
-}
-
-export interface CheckpointAndStopResult {
-  /** `exited`: the task exited within the timeout; `killed`: it did not and was killed (work since the last upload is lost). */
-  readonly outcome: 'exited' | 'killed' | 'gone';
-  readonly exitCode: number | undefined;
-  /** The newest checkpoint in the store from this watcher after the stop (the restore point). */
-  readonly lastManifest: CheckpointManifest | undefined;
-  /** The final upload failed (`CheckpointWatcher.finalUploadError`): the task resumes from `lastManifest`, if any. */
-  readonly uploadError: Error | undefined;
-  readonly elapsedMs: number;
-  /**
-   * The task had exited on its own before the signal was sent (it ended as the stop arrived): its exit is its end,
-   * a success or a failure, not a checkpoint for a move.
-   */
-  readonly endedBeforeSignal: boolean;
-}
-
-/**
- * The move's first half on the source: signal the task, wait up to its timeout for it to exit, kill it
- * otherwise, upload what it left, and only then report it stopped.
- */
-export async function checkpointAndStop(options: CheckpointAndStopOptions): Promise<CheckpointAndStopResult> {
-  const { executor, taskId, watcher } = options;
-  const started = Date.now();
-  const pollMs = options.pollMs ?? 200;
-  const initial = await executor.status(taskId);
-  let outcome: CheckpointAndStopResult['outcome'] = 'gone';
-  let exitCode: number | undefined;
-  // Only an exit seen before signalling counts: a file's modification time (the process executor's exit record) runs
-  // on the kernel's coarse clock and may read earlier than a signal sent just before it.
-  const endedBeforeSignal = initial?.state === 'exited';
-  if (initial !== undefined) {
-    if (initial.state !== 'exited') await executor.signal(taskId, options.signal);
-    const deadline = options.deadline ?? { atMs: started + options.timeoutSeconds * 1000 };
-    for (;;) {
-      const s = await executor.status(taskId);
-      if (s === undefined || s.state === 'exited') {
-        outcome = 'exited';
-        exitCode = s?.exitCode;
-        break;
-      }
-      if (Date.now() >= deadline.atMs) {
-        await executor.kill(taskId);
-        outcome = 'killed';
-        exitCode = (await executor.status(taskId))?.exitCode;
-        break;
-      }
-      await new Promise((r) => setTimeout(r, Math.min(pollMs, Math.max(1, deadline.atMs - Date.now()))));
-    }
-  }
-  if (watcher !== undefined) {
-    await watcher.stop();
-    // A killed task's directory may be torn mid-write; only a marked (or, for unmarked tasks, changed) state is taken.
-    if (outcome !== 'killed') await watcher.flush();
-    else await watcher.flushMarkedOnly();
-  }
-  return {
-    outcome,
-    exitCode,
-    lastManifest: watcher?.lastManifest,
-    uploadError: watcher?.finalUploadError,
-    elapsedMs: Date.now() - started,
-    endedBeforeSignal,
-  };
 }

@@ -6,13 +6,9 @@ import { checkpointKeys } from '../protocol/object-keys.js';
 import type { DesiredTask, TaskReport } from '../protocol/worker-protocol.js';
 import type { AgentLogger, AgentOptions } from './agent.js';
 import { fetchBuildContext } from './build-context.js';
-import {
-  checkpointAndStop,
-  CheckpointWatcher,
-  restoreLatestCheckpoint,
-  type StopDeadline,
-  type StoreStepRetry,
-} from './checkpoints.js';
+import { restoreLatestCheckpoint } from './checkpoints.js';
+import { CheckpointWatcher, type StoreStepRetry } from './checkpoint-watcher.js';
+import { checkpointAndStop, type StopDeadline } from './checkpoint-stop.js';
 import { SIGKILL_EXIT_CODE, type TaskLaunch, type TaskRunStatus } from './executor.js';
 import { ProgressTracker } from './progress.js';
 import { hostFaultOf } from './host-fault.js';

@@ -1,6 +1,6 @@
 import type { ObjectStore } from '../storage/object-store.js';
 import type { AgentLogger, AgentOptions } from './agent.js';
-import type { StoreStepRetry } from './checkpoints.js';
+import type { StoreStepRetry } from './checkpoint-watcher.js';
 import { TaskLogShipper } from './task-log.js';
 import type { LocalTask } from './task-record.js';
 

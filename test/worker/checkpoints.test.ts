@@ -23,7 +23,6 @@ import type { ObjectStore } from '../../src/storage/object-store.js';
 import { createS3Client, S3ObjectStore } from '../../src/storage/s3-store.js';
 import { checkpointKeys } from '../../src/protocol/object-keys.js';
 import {
-  CheckpointWatcher,
   checkpointManifestSchema,
   checkpointsToPrune,
   listCheckpoints,
@@ -31,6 +30,7 @@ import {
   uploadCheckpoint,
   type UploadResult,
 } from '../../src/worker/checkpoints.js';
+import { CheckpointWatcher } from '../../src/worker/checkpoint-watcher.js';
 import { describeWithMoto } from '../helpers/moto.js';
 import { craftTar } from '../helpers/tar.js';
 

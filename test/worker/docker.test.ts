@@ -5,12 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { readAll } from '../../src/storage/streams.js';
-import {
-  checkpointAndStop,
-  CheckpointWatcher,
-  listCheckpoints,
-  restoreLatestCheckpoint,
-} from '../../src/worker/checkpoints.js';
+import { listCheckpoints, restoreLatestCheckpoint } from '../../src/worker/checkpoints.js';
+import { CheckpointWatcher } from '../../src/worker/checkpoint-watcher.js';
+import { checkpointAndStop } from '../../src/worker/checkpoint-stop.js';
 import type { TaskLaunch } from '../../src/worker/executor.js';
 import {
   CONTAINER_CHECKPOINT_DIR,
