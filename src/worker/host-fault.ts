@@ -2,7 +2,7 @@ import { errnoCode } from '../core/errno.js';
 import type { HostFaultKind } from '../protocol/worker-protocol.js';
 import { isObjectStoreError } from '../storage/object-store-error.js';
 import { RestoreDiskError } from './checkpoints.js';
-import { DockerTimeoutError } from './executors/docker.js';
+import { DockerTimeoutError } from './executors/docker-engine.js';
 import { ImageBuildError, ImagePullError } from './image-cache.js';
 
 /**

@@ -106,7 +106,7 @@ describe('what a command loads at start (child process)', () => {
 
   it('each is loaded where it is first used: an S3 store, a Docker client, a chart', () => {
     const { afterwards } = loadedPackages(
-      ['storage/open-object-store.js', 'worker/executors/docker.js', 'report/chart.js'],
+      ['storage/open-object-store.js', 'worker/executors/docker-engine.js', 'report/chart.js'],
       `const { openObjectStore } = await import(modules[0]);
 await openObjectStore('s3://fleetwise-startup-test/prefix', { region: 'us-east-1' });
 (await import(modules[1])).dockerFromEnv({});

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { dockerFromEnv } from '../../src/worker/executors/docker.js';
+import { dockerFromEnv } from '../../src/worker/executors/docker-engine.js';
 
 export const BASE_IMAGE = 'base:local';
 const STARTUP_TIMEOUT_MS = 30_000;

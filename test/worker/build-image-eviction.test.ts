@@ -8,7 +8,8 @@ import { packContext } from '../../src/cli/context-archive.js';
 import { buildContextKey } from '../../src/protocol/object-keys.js';
 import type { DesiredTask } from '../../src/protocol/worker-protocol.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
-import { DockerExecutor, dockerFromEnv } from '../../src/worker/executors/docker.js';
+import { DockerExecutor } from '../../src/worker/executors/docker.js';
+import { dockerFromEnv } from '../../src/worker/executors/docker-engine.js';
 import {
   BUILD_REPOSITORY,
   buildTag,

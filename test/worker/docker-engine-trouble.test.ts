@@ -10,12 +10,8 @@ import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { WorkerAgent } from '../../src/worker/agent.js';
 import { ControllerClient } from '../../src/worker/controller-client.js';
 import { readExitRecord } from '../../src/worker/exit-record.js';
-import {
-  DockerExecutor,
-  DockerTimeoutError,
-  dockerUnreachable,
-  TASK_LABEL,
-} from '../../src/worker/executors/docker.js';
+import { DockerExecutor, TASK_LABEL } from '../../src/worker/executors/docker.js';
+import { DockerTimeoutError, dockerUnreachable } from '../../src/worker/executors/docker-engine.js';
 import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { BASE_IMAGE, describeWithDocker } from '../helpers/dockerd.js';
 import {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ObjectStoreError } from '../../src/storage/object-store-error.js';
 import { RestoreDiskError } from '../../src/worker/checkpoints.js';
-import { DockerTimeoutError } from '../../src/worker/executors/docker.js';
+import { DockerTimeoutError } from '../../src/worker/executors/docker-engine.js';
 import { hostFaultOf } from '../../src/worker/host-fault.js';
 import { ImageBuildError, ImagePullError } from '../../src/worker/image-cache.js';
 

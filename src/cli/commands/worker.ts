@@ -27,7 +27,8 @@ import { SavedCredential } from '../../worker/saved-credential.js';
 import { DEFAULT_NOTICE_POLL_SECONDS, imdsNoticeSource } from '../../worker/interruption-notices.js';
 import { LAUNCH_SECRET_ENV } from '../../protocol/launch-secret.js';
 import type { Executor } from '../../worker/executor.js';
-import { DockerExecutor, dockerUnreachable } from '../../worker/executors/docker.js';
+import { DockerExecutor } from '../../worker/executors/docker.js';
+import { dockerUnreachable } from '../../worker/executors/docker-engine.js';
 import { ProcessExecutor } from '../../worker/executors/process.js';
 
 /**

@@ -14,7 +14,7 @@ import type { ControllerState } from '../../controller-state.js';
 import { resolveEc2Settings } from '../../ec2-settings.js';
 import { LOCAL_DEFAULT_LISTEN } from '../../local-state.js';
 import { ValidationError } from '../../../core/validation.js';
-import { dockerUnreachable, dockerWhere } from '../../../worker/executors/docker.js';
+import { dockerUnreachable, dockerWhere } from '../../../worker/executors/docker-engine.js';
 import { dockerAvailable, makeExecutor } from '../worker.js';
 import { ensureSecretFile, type SecretFiles } from './secrets.js';
 
