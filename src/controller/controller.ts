@@ -236,7 +236,6 @@ export class Controller implements ControllerService {
       config: deps.settings.queue,
       admitBy: deps.settings.admitBy,
       spot: this.spotMarket,
-      packsGangs: this.schedulerState.scheduler.packsUnderCountCap === true,
     });
     this.orphans = new KeptOrphans(this.clock, this.log, deps.settings.clusterName);
     // Everything built here reads the catalog through this, so a price refresh (applyCatalog) reaches all of it.

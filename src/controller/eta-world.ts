@@ -58,7 +58,7 @@ export interface WorldOptions {
   /**
    * The caps and classes the world's admission enforces; without them no job is taken for one they can never admit.
    */
-  readonly admission?: Pick<Admission, 'caps' | 'admitBy' | 'config' | 'spot' | 'packsGangs'> | undefined;
+  readonly admission?: Pick<Admission, 'caps' | 'admitBy' | 'config' | 'spot'> | undefined;
 }
 
 const LIVE: ReadonlySet<JobRecord['state']> = new Set(LIVE_JOB_STATES);
@@ -199,7 +199,6 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
           options.admission.caps,
           options.admission.config,
           options.admission.spot,
-          options.admission.packsGangs,
         ).map((n) => [n.jobId, n]),
   );
   const waitsForNeverAdmitted = waitingFor(

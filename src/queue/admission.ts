@@ -1,9 +1,7 @@
 import { instancePricePerHour, typesByName, type Catalog } from '../core/catalog.js';
 import { groupBy } from '../core/group.js';
 import { inNoMoveWindow, type ClusterSnapshot, type SchedJob, type SchedTask } from '../core/model.js';
-import type { JobNetwork } from '../core/network.js';
 import { spotOffering } from '../core/spot.js';
-import { networkAwareness } from '../scheduler/latency-view.js';
 import { dominantShare, FootprintPrices, hasAnyCap, type JobFootprint, type QueueCaps } from './caps.js';
 import type { StageDistribution } from './success.js';
 import { admit, type AdmissionResult, type QueuedJob, type RunningQueuedJob } from './admit.js';
@@ -64,14 +62,6 @@ export interface AdmissionSettings {
    * controller's local mode keeps one though it buys no spot.
    */
   readonly spot?: boolean | undefined;
-  /**
-   * The scheduler packs a job's tasks onto fewer instances to keep under `maxInstances` (Eva:
-   * scheduler/count-cap-merge.ts; `Scheduler.packsUnderCountCap`). A multi-task job with more tasks than the cap is
-   * then sized as that packing holds it (queue/count-cap-hosts.ts), so it waits for room rather than for ever. Not a
-   * network-aware gang: its new instances are placed together in a zone and placement group, never merged. Default
-   * false: one instance per task, as the baselines place it.
-   */
-  readonly packsGangs?: boolean | undefined;
 }
 
 export const ADMIT_BY = ['standalone', 'plan-cost'] as const;
@@ -139,15 +129,12 @@ export class Admission {
   readonly admitBy: AdmitBy;
   /** AdmissionSettings.spot. */
   readonly spot: boolean;
-  /** AdmissionSettings.packsGangs. */
-  readonly packsGangs: boolean;
 
   constructor(
     private catalog: Catalog,
     settings: AdmissionSettings,
   ) {
     this.spot = settings.spot ?? false;
-    this.packsGangs = settings.packsGangs ?? false;
     this.prices = new FootprintPrices(catalog, this.spot);
     this.caps = settings.caps;
     this.config = settings.config ?? FIFO_CONFIG;
@@ -161,7 +148,6 @@ export class Admission {
       config: this.config,
       admitBy: this.admitBy,
       ...(this.spot ? { spot: true } : {}),
-      ...(this.packsGangs ? { packsGangs: true } : {}),
     };
   }
 
@@ -430,7 +416,6 @@ export class Admission {
           tasks.map((t) => t.demand),
           sched.spot,
           this.caps,
-          packsTogether(this.packsGangs, sched.network, tasks.length),
         );
       } catch {
         m.footprint = null;
@@ -438,18 +423,6 @@ export class Admission {
     }
     return m;
   }
-}
-
-/**
- * Whether a job's tasks may be sized onto fewer instances under the count cap (`AdmissionSettings.packsGangs`): not a
- * network-aware job, whose new instances the scheduler places rather than merges (scheduler/latency-view.ts).
- */
-export function packsTogether(
-  packsGangs: boolean,
-  network: JobNetwork | undefined,
-  taskCount: number,
-): boolean {
-  return packsGangs && networkAwareness(network, taskCount) === undefined;
 }
 
 /** What `admit` orders and packs: multi-task jobs with their remaining work summed over tasks (Murmuration SJF). */

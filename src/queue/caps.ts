@@ -8,7 +8,6 @@ import type { SpotPreference } from '../core/spot.js';
 import { parseWith } from '../core/validation.js';
 import { spotPlanningCatalog } from '../scheduler/market-choice.js';
 import { PriceBook } from '../scheduler/reservation-price.js';
-import { countCapHosts } from './count-cap-hosts.js';
 
 /**
  * Caps the queue layer admits jobs under: $/hour, instance count (core `Caps`), and AWS-style on-demand quotas per
@@ -71,7 +70,7 @@ export interface JobFootprint {
 }
 
 /**
- * A job's footprint as one standalone reservation-price instance per task (but see `packUnder`). This is the estimate Eva's own
+ * A job's footprint as one standalone reservation-price instance per task. This is the estimate Eva's own
  * cost model starts from; packing usually needs less, so it is conservative for $/hour and instance count. Quota
  * use can differ when Eva packs a CPU task onto a GPU instance: the packed plan must still pass
  * `scheduler/caps.ts enforceCaps`, the safety rail under this layer.
@@ -82,23 +81,12 @@ export function reservationFootprint(
   prices: PriceBook,
   /** Types `prices` prices at a spot pool: an instance of one is bought on spot. */
   spotPriced: ReadonlySet<string> = new Set(),
-  /**
-   * The instance-count cap, where the scheduler packs a job's tasks together to keep under it
-   * (`AdmissionSettings.packsGangs`): a job with more tasks than that is sized as its packing would hold it
-   * (count-cap-hosts.ts), not one instance per task.
-   */
-  packUnder?: number,
 ): JobFootprint {
-  const types =
-    packUnder !== undefined && taskDemands.length > packUnder
-      ? countCapHosts(taskDemands, prices, packUnder)
-      : taskDemands.map((d) => prices.minType(d));
-  const unhostable = () => new Error(`job ${jobId}: no instance type can host a task alone`);
-  if (types === undefined) throw unhostable();
   return {
     jobId,
-    instances: types.map((t) => {
-      if (t === undefined) throw unhostable();
+    instances: taskDemands.map((d) => {
+      const t = prices.minType(d);
+      if (t === undefined) throw new Error(`job ${jobId}: no instance type can host a task alone`);
       return instanceFootprint(spotPriced.has(t.name) ? { ...t, market: 'spot' } : t);
     }),
   };
@@ -144,13 +132,10 @@ export class FootprintPrices {
     taskDemands: readonly FamilyDemand[],
     spot: SpotPreference | undefined,
     caps: QueueCaps,
-    /** The scheduler packs this job's tasks together to keep under the instance count (`reservationFootprint`). */
-    packs = false,
   ): JobFootprint {
-    const packUnder = packs ? caps.maxInstances : undefined;
-    const onDemand = reservationFootprint(jobId, taskDemands, this.onDemand, new Set(), packUnder);
+    const onDemand = reservationFootprint(jobId, taskDemands, this.onDemand);
     if (this.spot === undefined || spot === 'never') return onDemand;
-    const onSpot = reservationFootprint(jobId, taskDemands, this.spot, this.spotPriced, packUnder);
+    const onSpot = reservationFootprint(jobId, taskDemands, this.spot, this.spotPriced);
     const fitsAlone = (f: JobFootprint): boolean => capViolations(usageOf([f], caps), caps).length === 0;
     return fitsAlone(onSpot) || !fitsAlone(onDemand) ? onSpot : onDemand;
   }

@@ -180,8 +180,6 @@ interface EvaRoundInput extends PackInput {
  */
 export class EvaScheduler implements Scheduler {
   readonly name: string;
-  /** Its cut to the caps merges new instances over the instance count before a job waits (count-cap-merge.ts). */
-  readonly packsUnderCountCap = true;
   table: ColocationTable;
   private readonly book: PriceBook;
   /** Types at spot prices, for rounds where some job may use spot (undefined: spot off). */

@@ -113,12 +113,6 @@ export interface ThroughputObservation {
  */
 export interface Scheduler {
   readonly name: string;
-  /**
-   * Its plans pack new instances tighter to keep under `maxInstances` (count-cap-merge.ts), so a multi-task job needs
-   * fewer instances than tasks there: admission sizes such a job so (AdmissionSettings.packsGangs). Absent: one
-   * instance per task.
-   */
-  readonly packsUnderCountCap?: boolean;
   /** Throughputs observed since the last round, with the snapshot they were observed under. */
   observe(snapshot: ClusterSnapshot, observations: readonly ThroughputObservation[]): void;
   plan(snapshot: ClusterSnapshot): Plan;

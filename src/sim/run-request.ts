@@ -286,7 +286,6 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
       request.queue.admitBy ?? 'standalone',
       request.queue.config ?? queueConfigFor(request.queue.kind, sizesSeconds),
       request.spot !== undefined,
-      scheduler.packsUnderCountCap === true,
     );
   const network = runNetwork(request, catalog);
   const result = runSimulation({

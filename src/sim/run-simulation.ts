@@ -20,13 +20,7 @@ export type SimulationOptions = Omit<RunOptions, 'admission' | 'predictor'> & {
 export function runSimulation(options: SimulationOptions): RunResult {
   const startedMs = performance.now(); // the one clock read: wall time of the run
   const { queue, ...rest } = options;
-  const admission =
-    queue === undefined
-      ? undefined
-      : new Admission(options.catalog, {
-          ...queue,
-          packsGangs: options.scheduler.packsUnderCountCap === true,
-        });
+  const admission = queue === undefined ? undefined : new Admission(options.catalog, queue);
   const sim = new Simulation({
     ...rest,
     admission,

@@ -2,8 +2,7 @@ import type { Catalog } from '../core/catalog.js';
 import type { FamilyDemand } from '../core/resources.js';
 import type { SpotPreference } from '../core/spot.js';
 import { ValidationError } from '../core/validation.js';
-import type { JobNetwork } from '../core/network.js';
-import { packsTogether, UNKNOWN_DURATION_SECONDS, type AdmitBy } from '../queue/admission.js';
+import { UNKNOWN_DURATION_SECONDS, type AdmitBy } from '../queue/admission.js';
 import {
   capViolations,
   dominantShare,
@@ -46,8 +45,6 @@ interface JobDemands {
   readonly tasks: readonly { readonly demand: FamilyDemand }[];
   /** Whether it may run on spot capacity (absent: allowed). */
   readonly spot?: SpotPreference | undefined;
-  /** Its network declaration: a network-aware gang is sized one instance per task (`packsTogether`). */
-  readonly network?: JobNetwork | undefined;
   /** Per task, as declared: with the task count, its size for its class (`UNKNOWN_DURATION_SECONDS` if absent). */
   readonly durationSeconds?: number | undefined;
   readonly team?: string | undefined;
@@ -74,8 +71,6 @@ export function neverAdmittedJobs(
   caps: QueueCaps,
   config?: WfqConfig,
   spot = false,
-  /** The scheduler packs gangs under the instance count (AdmissionSettings.packsGangs). */
-  packsGangs = false,
 ): NeverAdmittedJob[] {
   const ceilings = new Map(
     (config?.classes ?? []).flatMap((c) =>
@@ -92,7 +87,6 @@ export function neverAdmittedJobs(
         job.tasks.map((t) => t.demand),
         job.spot,
         caps,
-        packsTogether(packsGangs, job.network, job.tasks.length),
       );
     } catch {
       continue;
@@ -225,10 +219,8 @@ export function checkEveryJobAdmissible(
   admitBy: AdmitBy,
   config?: WfqConfig,
   spot = false,
-  /** The scheduler packs gangs under the instance count (AdmissionSettings.packsGangs). */
-  packsGangs = false,
 ): void {
-  const never = neverAdmittedJobs(trace.jobs, catalog, caps, config, spot, packsGangs);
+  const never = neverAdmittedJobs(trace.jobs, catalog, caps, config, spot);
   if (never.length === 0) return;
   const problems = problemsOf(never, trace.jobs.length, caps, admitBy);
   const only = problems.length === 1 ? problems[0] : undefined;

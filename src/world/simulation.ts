@@ -336,14 +336,13 @@ export class Simulation {
 
   /** Why a run stopped at its time limit with `unfinished` jobs, as far as the engine can tell. */
   private stallCause(unfinished: readonly string[]): string {
-    const { caps, admitBy, config, spot, packsGangs } = this.admission;
+    const { caps, admitBy, config, spot } = this.admission;
     const never = neverAdmittedJobs(
       this.state.jobs.filter((j) => j.status !== 'finished').map((j) => j.spec),
       this.catalog,
       caps,
       config,
       spot,
-      packsGangs,
     );
     if (never.length > 0)
       return `among them jobs the caps can never admit (never-fits): ${neverAdmittedProblems(never, unfinished.length, caps, admitBy).join('; ')}`;

@@ -550,13 +550,7 @@ describe('controller predictions of jobs the caps can never admit', () => {
         ...controllerWorld(inputs, {
           catalog,
           firstRoundSeconds: clock.nowSeconds(),
-          admission: {
-            caps: { maxCostPerHour: 0.2 },
-            admitBy: 'plan-cost',
-            config: FIFO_CONFIG,
-            spot,
-            packsGangs: true,
-          },
+          admission: { caps: { maxCostPerHour: 0.2 }, admitBy: 'plan-cost', config: FIFO_CONFIG, spot },
         }).neverAdmitted.keys(),
       ].sort();
     expect(neverAdmitted(false)).toEqual([allowed.id, refuses.id].sort());

@@ -38,7 +38,7 @@ import {
 } from '../../sim/report/tune-json.js';
 import { defaultParallelism, runInWorkers } from '../../sim/run-pool.js';
 import type { RunRequest } from '../../sim/run-request.js';
-import { createScheduler, NO_INTERFERENCE, SCHEDULER_NAMES } from '../../scheduler/registry.js';
+import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
 import { formatTable } from '../table.js';
 import { batchProgress, type BatchProgress } from '../batch-progress.js';
 import { checkOutputDirectory } from '../output-target.js';
@@ -193,10 +193,7 @@ async function tune(raw: RawTuneOptions): Promise<void> {
   refuseSpotPricesWithoutSpot(prices, 'tune simulates on-demand capacity only');
   const { traceSpec, catalog, trace } = loadTraceFlags(o, false, prices);
   // As each candidate's run would, but once and before the search: a job no cap admits alone fails every candidate.
-  const packsGangs =
-    createScheduler(o.scheduler, { catalog, interferenceProfile: NO_INTERFERENCE }).packsUnderCountCap ===
-    true;
-  checkEveryJobAdmissible(trace, catalog, o.caps, 'standalone', undefined, false, packsGangs);
+  checkEveryJobAdmissible(trace, catalog, o.caps, 'standalone');
   // PCS size = resource-time at the minimum allocation: task-seconds, as the simulator's admission classifies.
   const sizes = trace.jobs.map((j) => j.durationSeconds * j.tasks.length);
   const searchSeed = o.searchSeed ?? o.seed ?? 0;

@@ -38,8 +38,6 @@ export async function executeControllerRun(
     trace.jobs.map((j) => j.durationSeconds * j.tasks.length),
   );
   const caps = settings.caps;
-  // A config's `scheduler:` tunables reach the factory through the request's eva fields (simulate.ts maps them).
-  const scheduler = requestScheduler(request, catalog, groundTruth, caps);
   checkEveryJobAdmissible(
     trace,
     catalog,
@@ -47,8 +45,9 @@ export async function executeControllerRun(
     settings.admitBy ?? 'standalone',
     settings.queue,
     request.spot !== undefined,
-    scheduler.packsUnderCountCap === true,
   );
+  // A config's `scheduler:` tunables reach the factory through the request's eva fields (simulate.ts maps them).
+  const scheduler = requestScheduler(request, catalog, groundTruth, caps);
   const result = await runControllerSimulation({
     trace,
     catalog,
