@@ -141,6 +141,34 @@ export async function checkPlacementSubnets(
   if (problems.length > 0) throw new ValidationError('ec2.placements', problems);
 }
 
+/**
+ * Refuse placements naming a zone twice (the provider keys its attempts and capacity errors by zone, so a second
+ * subnet there would never be used) or a zone the region does not offer (no launch there could ever succeed), as
+ * `--subnets` refuses the same, naming the placements.
+ */
+export async function checkPlacementZones(
+  client: EC2Client,
+  placements: readonly Ec2Placement[],
+  region: string,
+): Promise<void> {
+  const problems: string[] = [];
+  const indices = new Map<string, number[]>();
+  placements.forEach((p, i) =>
+    indices.set(p.availabilityZone, [...(indices.get(p.availabilityZone) ?? []), i]),
+  );
+  for (const [zone, at] of indices)
+    if (at.length > 1)
+      problems.push(`${at.join(', ')}: each in ${zone}; give at most one placement per zone`);
+  const offered = new Set(await availableZones(client));
+  for (const [zone, at] of indices)
+    if (!offered.has(zone))
+      problems.push(
+        `${at.join(', ')} (availabilityZone ${zone}): not an available zone of ${region}` +
+          (offered.size === 0 ? '' : ` (${[...offered].join(', ')})`),
+      );
+  if (problems.length > 0) throw new ValidationError('ec2.placements', problems);
+}
+
 /** The region's available availability zones (not Local or Wavelength Zones), sorted by name. */
 export async function availableZones(client: EC2Client): Promise<string[]> {
   const zones = await client.send(
@@ -170,7 +198,10 @@ export async function discoverEc2Settings(
   if (request.placements !== undefined && request.subnetIds !== undefined)
     throw new ValidationError('ec2', ['give either ec2.placements or ec2.subnetIds (--subnets), not both']);
   let placements = request.placements?.map((p) => ({ ...p }));
-  if (placements !== undefined) await checkPlacementSubnets(client, placements, request.region);
+  if (placements !== undefined) {
+    await checkPlacementZones(client, placements, request.region);
+    await checkPlacementSubnets(client, placements, request.region);
+  }
   if (request.subnetIds !== undefined)
     placements = await placementsOfSubnets(client, request.subnetIds, request.region);
   if (placements === undefined) {

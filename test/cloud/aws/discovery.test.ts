@@ -93,6 +93,26 @@ describeWithMoto(
       ).rejects.toThrow(/subnet-0123456789abcdef0/);
     });
 
+    it('refuses placements naming one zone twice, or a zone the region does not offer, naming them', async () => {
+      const e = await problemOf(
+        discoverEc2Settings(client, {
+          region: TEST_REGION,
+          amiId: 'ami-12c6146b',
+          placements: [
+            { availabilityZone: 'us-east-1a', subnetId: subnetA },
+            { availabilityZone: 'us-east-1a', subnetId: subnetA2 },
+            { availabilityZone: 'us-east-1z' },
+          ],
+        }),
+      );
+      expect(e.source).toBe('ec2.placements');
+      expect(e.problems[0]).toBe('0, 1: each in us-east-1a; give at most one placement per zone');
+      expect(e.problems[1]).toMatch(
+        /^2 \(availabilityZone us-east-1z\): not an available zone of us-east-1 \(us-east-1a, /,
+      );
+      expect(e.problems).toHaveLength(2);
+    });
+
     it('refuses placements and subnets given together, rather than dropping the subnets', async () => {
       const e = await problemOf(
         discoverEc2Settings(client, {
