@@ -9,7 +9,7 @@ import { ControllerClient } from '../../src/worker/controller-client.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
 import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
-import { RecordingLogger, until } from './agent-fixtures.js';
+import { RecordingLogger, shellTask, until } from './agent-fixtures.js';
 
 /**
  * What a worker's log says of a task killed at its checkpoint-stop (it ignored the signal past its timeout): where it
@@ -24,22 +24,9 @@ function stubborn(taskId: string, checkpointFirst: boolean): DesiredTask {
   const checkpoint = checkpointFirst
     ? 'echo 1 > "$FLEETWISE_CHECKPOINT_DIR/counter"; touch "$FLEETWISE_CHECKPOINT_DIR/COMPLETE"; '
     : '';
-  return {
-    taskId,
-    jobId: taskId.replace(/\.\d+$/, ''),
-    action: 'run',
-    restore: false,
-    attempt: 1,
-    launch: {
-      command: ['sh', '-c', `trap "" TERM; ${checkpoint}echo ready; while :; do sleep 0.05; done`],
-      env: {},
-      vcpus: 1,
-      memoryGiB: 0,
-      gpus: 0,
-      shmSizeGiB: 0,
-    },
+  return shellTask(taskId, `trap "" TERM; ${checkpoint}echo ready; while :; do sleep 0.05; done`, {
     checkpoint: { signal: 'SIGTERM', timeoutSeconds: 1 },
-  };
+  });
 }
 
 describe('a task killed at its checkpoint-stop', () => {
