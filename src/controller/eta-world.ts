@@ -419,7 +419,9 @@ function worldJob(
     active,
     ...(activeSinceSeconds === undefined ? {} : { activeSinceSeconds }),
     completedIterations: completed,
-    startSeconds: job.startedAtSeconds ?? null,
+    // Back in the queue (preempted, its instance lost), a job starts anew: its record keeps its first start, which is
+    // past, and the world would report that as the start ahead.
+    startSeconds: job.state === 'queued' ? null : (job.startedAtSeconds ?? null),
     migrations: job.migrations,
     tasks: worldTasks,
     activationToken: 0,

@@ -47,7 +47,8 @@ export function clusterView(
  * The latest rounds that mention a job (waiting, moved, placed), newest first, each led by what happened and why in
  * words. A move says what forced it when an instance the job was on was drained, lost or replaced before the round; a
  * placement of a job whose run had ended back in the queue (its instance or worker lost, an attempt failed, a plan
- * returned it) says it restarted, and why.
+ * returned it) says it restarted, and why; a round that checkpoint-stopped it so another class reclaims its share
+ * says it was preempted.
  */
 export function whyJob(store: StateStore, jobId: string, limit = 10): WhyRecord[] {
   const job = store.getJob(jobId);
@@ -68,12 +69,15 @@ export function whyJob(store: StateStore, jobId: string, limit = 10): WhyRecord[
   const since = oldestRead === undefined || newest === undefined ? 0 : newest - oldestRead + 1;
   const movedIn = new Map<number, number>();
   const startedIn = new Map<number, number>();
+  const applied: { readonly seq: number; readonly round: number }[] = []; // newest first
   for (const e of store.listEvents({ kind: 'round.applied', newestFirst: true, limit: since })) {
     const data = e.data as { round?: unknown; moved?: unknown; started?: unknown } | undefined;
     if (typeof data?.round !== 'number') continue;
+    applied.push({ seq: e.seq, round: data.round });
     if (Array.isArray(data.moved) && data.moved.includes(jobId)) movedIn.set(data.round, e.seq);
     if (Array.isArray(data.started) && data.started.includes(jobId)) startedIn.set(data.round, e.seq);
   }
+  const preemptedIn = preemptions(store, jobId, applied, since);
   // A start after the job's first may be a restart: its runs are read (once) only then.
   const runs =
     job.startedAtSeconds === undefined || startedIn.size === 0 ? undefined : readRuns(store, jobId);
@@ -102,9 +106,48 @@ export function whyJob(store: StateStore, jobId: string, limit = 10): WhyRecord[
     const summary =
       round.atSeconds <= dependenciesMetAt
         ? held
-        : summarizeForJob(round, jobId, taskIds, appliedSeq !== undefined, cause, restart);
+        : summarizeForJob(
+            round,
+            jobId,
+            taskIds,
+            appliedSeq !== undefined,
+            cause,
+            restart,
+            preemptedIn.get(round.round),
+          );
     if (summary !== undefined)
       out.push({ round: round.round, atSeconds: round.atSeconds, summary, decision: round.decision });
+  }
+  return out;
+}
+
+/**
+ * The rounds that checkpoint-stopped the job to give its capacity back to another class, with why in words. The round
+ * recorder appends a victim's `queue.preempted` event right after the round's `round.applied` one, so an event belongs
+ * to the newest round applied before it; one read of the job's own events of that kind, no more of them than rounds
+ * in the window, and none older than the oldest round read.
+ */
+function preemptions(
+  store: StateStore,
+  jobId: string,
+  applied: readonly { readonly seq: number; readonly round: number }[],
+  limit: number,
+): Map<number, string> {
+  const out = new Map<number, string>();
+  const oldest = applied.at(-1);
+  if (oldest === undefined) return out;
+  const prefix = `job ${jobId} checkpointed back to the queue: `;
+  for (const e of store.listEvents({ jobId, kind: 'queue.preempted', newestFirst: true, limit })) {
+    if (e.seq < oldest.seq) break;
+    const round = applied.find((a) => a.seq < e.seq)?.round;
+    if (round === undefined || out.has(round)) continue;
+    const forClassId = (e.data as { forClassId?: unknown } | undefined)?.forClassId;
+    const reason = e.message?.startsWith(prefix) === true ? e.message.slice(prefix.length) : undefined;
+    const forClass = typeof forClassId === 'string' ? `class ${forClassId}` : 'another class';
+    out.set(
+      round,
+      `preempted: checkpointed back to the queue so ${forClass} reclaims its share${reason === undefined || reason === '' ? '' : ` (${reason})`}`,
+    );
   }
   return out;
 }
@@ -267,7 +310,8 @@ export function jobRestarts(store: StateStore, job: JobRecord): JobRestart[] {
 /**
  * A round for one job, reason first: "moved to inst-4 (c7i.xlarge, new) because inst-2 was drained", "kept
  * waiting: class small is at its share of the capped capacity (2nd in its queue)", "placed on inst-1 (…)", "placed
- * on inst-5 (…), restarted because inst-4 was lost: worker stopped heartbeating" (`restart`: why its last run ended).
+ * on inst-5 (…), restarted because inst-4 was lost: worker stopped heartbeating" (`restart`: why its last run ended),
+ * "preempted: checkpointed back to the queue so class beta reclaims its share (…)" (`preempted`, in words).
  * The plan's numbers are in the decision record; `fleetwise why` prints them after this line.
  */
 export function summarizeForJob(
@@ -277,6 +321,7 @@ export function summarizeForJob(
   moved = false,
   cause?: string,
   restart?: string,
+  preempted?: string,
 ): string | undefined {
   const { decision, configuration } = round;
   const parts: string[] = [];
@@ -291,7 +336,8 @@ export function summarizeForJob(
     if (moved || chosen?.movedJobs.includes(jobId) === true)
       parts.push(`moved to ${where} ${cause === undefined ? byChoice(decision) : `because ${cause}`}`);
     else parts.push(`placed on ${where}${restart === undefined ? '' : `, restarted because ${restart}`}`);
-  } else if (waiting === undefined) parts.push('not placed by this plan');
+  } else if (preempted !== undefined) parts.push(preempted);
+  else if (waiting === undefined) parts.push('not placed by this plan');
   if (parts.length === 0) return undefined;
   return parts.join('; ');
 }

@@ -139,8 +139,11 @@ export class Predictions {
     return inputs.jobs.some((j) => {
       const eta = last.get(j.id);
       if (eta === undefined) return true;
+      // A job back in the queue is to start again: its first start, on its record, is not the one predicted.
       const overdueStart =
-        j.startedAtSeconds === undefined && eta.startSeconds !== null && eta.startSeconds < now;
+        (j.startedAtSeconds === undefined || j.state === 'queued') &&
+        eta.startSeconds !== null &&
+        eta.startSeconds < now;
       const overdueEnd = eta.completionSeconds !== null && eta.completionSeconds < now;
       return overdueStart || overdueEnd;
     });

@@ -277,9 +277,12 @@ export function admit(input: AdmissionInput): AdmissionResult {
     const waitingHere = (queues[k] as Entry<QueuedJob>[]).slice(heads[k]);
     waitingHere.forEach((e, position) => {
       // A job over the whole capacity as sized now (plan-cost counting idle room) waits for the caps, whatever its
-      // class's share.
+      // class's share; so does one whose class holds less than its share (the work-conserving pass would have taken
+      // it, or its head, had the caps let it): its class's share keeps back only a class already at it.
       const reason: WaitReason =
-        e.share <= 1 + EPS && (used[k] as number) + e.share > (fluid[k] as number) + EPS
+        e.share <= 1 + EPS &&
+        (used[k] as number) >= (fluid[k] as number) - EPS &&
+        (used[k] as number) + e.share > (fluid[k] as number) + EPS
           ? 'class-share'
           : 'caps';
       queued.push({ jobId: e.job.id, classId: id, position, reason });

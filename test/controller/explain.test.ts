@@ -113,4 +113,38 @@ describe('whyJob', () => {
       { atSeconds: clock - 10, cause: 'inst-2 was lost: vanished from EC2' },
     ]);
   });
+
+  it('says a round preempted the job, for which class and why, from its own queue.preempted event', () => {
+    let clock = 1000;
+    const store = new MemoryStateStore({ nowSeconds: () => clock, storeId: 'test' });
+    const job = store.submitJob(jobSpec('victim', CPU_SMALL));
+    const other = store.submitJob(jobSpec('bystander', CPU_SMALL));
+    const task = `${job.id}.0`;
+    const applied = (instances: readonly PlannedInstance[]): number => {
+      clock += 10;
+      const n = store.recordRound(round(instances)).round;
+      store.appendEvent({ kind: 'round.applied', message: `round ${n}`, data: { round: n, moved: [] } });
+      return n;
+    };
+    const preempt = (jobId: string, reason: string) =>
+      store.appendEvent({
+        kind: 'queue.preempted',
+        jobId,
+        message: `job ${jobId} checkpointed back to the queue: ${reason}`,
+        data: { classId: 'alpha', forClassId: 'beta' },
+      });
+    const placed = applied([{ id: 'inst-1', typeName: 'c7i.xlarge', isNew: true, taskIds: [task] }]);
+    const reason = 'class beta reclaims its guaranteed share 0.333 (using 0.000, head job job-5 needs 0.333)';
+    const stopped = applied([]);
+    preempt(job.id, reason);
+    // Another job's preemption in a later round is not this job's.
+    const later = applied([]);
+    preempt(other.id, 'class beta reclaims its guaranteed share');
+
+    expect(whyJob(store, job.id).map((r) => [r.round, r.summary])).toEqual([
+      [later, 'not placed by this plan'],
+      [stopped, `preempted: checkpointed back to the queue so class beta reclaims its share (${reason})`],
+      [placed, 'placed on inst-1 (c7i.xlarge, new)'],
+    ]);
+  });
 });

@@ -179,7 +179,8 @@ describe('admission under caps', () => {
     const waiting = [qj('L1', 0, 1000, 2), qj('L2', 1, 1000, 2), qj('L3', 2, 1000, 2), qj('L4', 3, 1000, 4)];
     const r = admit({ nowSeconds: 10, caps, config: TWO_CLASSES, running: [], waiting });
     expect(r.admitted).toEqual(['L1', 'L2', 'L3']);
-    expect(r.queued).toEqual([{ jobId: 'L4', classId: 'large', position: 0, reason: 'class-share' }]);
+    // Its class holds the whole capacity as its share and uses 3/4 of it: the caps hold L4 back, not the share.
+    expect(r.queued).toEqual([{ jobId: 'L4', classId: 'large', position: 0, reason: 'caps' }]);
     expect(r.preemptions).toEqual([]);
   });
 
@@ -219,6 +220,37 @@ describe('admission under caps', () => {
       ],
     });
     expect(both.admitted).toEqual(['S1', 'S2', 'S3', 'S4', 'S5', 'S6', 'S7', 'L1']);
+  });
+
+  it('a job over its class share waits for the caps, not the share, while its class uses less than its share', () => {
+    // Small runs 6 of 8 instances; large, using nothing, has 1/4 as its share and its head needs 1/2.
+    const running = Array.from({ length: 6 }, (_, i) => run(qj(`s${i}`, i, 10, 1), i));
+    const idle = admit({
+      nowSeconds: 100,
+      caps,
+      config: TWO_CLASSES,
+      running,
+      waiting: [qj('L', 50, 1000, 4)],
+    });
+    expect(idle.classes.map((c) => [c.classId, c.usedShare, c.fluidShare])).toEqual([
+      ['small', 0.75, 0.75],
+      ['large', 0, 0.25],
+    ]);
+    expect(idle.admitted).toEqual([]);
+    expect(idle.queued).toEqual([{ jobId: 'L', classId: 'large', position: 0, reason: 'caps' }]);
+    // Once the class is at its share, its next job waits for the share.
+    const atShare = admit({
+      nowSeconds: 100,
+      caps,
+      config: TWO_CLASSES,
+      running: [...running.slice(0, 4), run(qj('L0', 0, 1000, 2), 0)],
+      waiting: [qj('L', 50, 1000, 1), qj('s-next', 60, 10, 3)],
+    });
+    expect(atShare.classes.map((c) => [c.classId, c.usedShare, c.fluidShare])).toEqual([
+      ['small', 0.5, 0.75],
+      ['large', 0.25, 0.25],
+    ]);
+    expect(atShare.queued.find((q) => q.jobId === 'L')?.reason).toBe('class-share');
   });
 
   it('a job larger than the caps waits with reason never-fits and does not block its class share', () => {
@@ -315,9 +347,10 @@ describe('admission under caps', () => {
       waiting: [qj('S-big', 10, 50, 5), qj('L1', 20, 1000, 1)],
     });
     expect(r.admitted).toEqual([]);
+    // Both classes hold less than their shares: the caps (and S-big's reservation of them) keep both jobs waiting.
     expect(r.queued.map((q) => [q.jobId, q.reason])).toEqual([
-      ['S-big', 'class-share'],
-      ['L1', 'class-share'],
+      ['S-big', 'caps'],
+      ['L1', 'caps'],
     ]);
     // With a ceiling of its own (maxShare), a head over it reserves nothing: the large job takes the free room.
     const ceiling = parseWfqConfig({
