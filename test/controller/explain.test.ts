@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { jobRestarts, whyJob } from '../../src/controller/explain.js';
+import { whyJob } from '../../src/controller/explain.js';
+import { jobRestarts } from '../../src/controller/job-runs.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import type { RoundInput } from '../../src/controller/state-store.js';
 import type { PlannedInstance } from '../../src/scheduler/types.js';

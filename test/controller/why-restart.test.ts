@@ -3,7 +3,7 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { registerWhy } from '../../src/cli/commands/why.js';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
 import { ManualClock } from '../../src/controller/clock.js';
-import { jobRestarts } from '../../src/controller/explain.js';
+import { jobRestarts } from '../../src/controller/job-runs.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import type { TaskReport } from '../../src/protocol/worker-protocol.js';
 import { catalog, CPU_SMALL, jobSpec, rig, workerTaskControlFor } from './controller-fixtures.js';

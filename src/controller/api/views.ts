@@ -2,7 +2,7 @@ import type { Market } from '../../core/market.js';
 import type { DecisionRecord } from '../../scheduler/types.js';
 import type { JobQueueView } from '../../queue/admission-views.js';
 import { storedCoStart } from '../co-start-records.js';
-import { jobRestarts, type JobRestart } from '../explain.js';
+import { jobRestarts, type JobRestart } from '../job-runs.js';
 import { hostFaultRuns } from '../reconcile/effects/host-faults.js';
 import { readJobWarnings } from '../execution-check.js';
 import {
