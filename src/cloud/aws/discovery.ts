@@ -4,6 +4,7 @@ import {
   DescribeSubnetsCommand,
   type EC2Client,
 } from '@aws-sdk/client-ec2';
+import { groupBy } from '../../core/group.js';
 import { ValidationError } from '../../core/validation.js';
 import { awsErrorCode } from './client-config.js';
 import type { Ec2ProviderConfig } from './ec2-provider.js';
@@ -101,16 +102,16 @@ export async function placementsOfSubnets(
       throw new ValidationError('ec2.subnetIds', [`${subnetId}: no such subnet in ${region}`]);
     return { availabilityZone: zone, subnetId };
   });
-  const byZone = new Map<string, string[]>();
-  for (const p of placements)
-    byZone.set(p.availabilityZone, [...(byZone.get(p.availabilityZone) ?? []), p.subnetId]);
-  const shared = [...byZone].filter(([, ids]) => ids.length > 1);
+  const shared = [...groupBy(placements, (p) => p.availabilityZone)].filter(
+    ([, inZone]) => inZone.length > 1,
+  );
   if (shared.length > 0)
     throw new ValidationError(
       'ec2.subnetIds',
       shared.map(
-        ([zone, ids]) =>
-          `${ids.join(', ')} are ${ids.length === 2 ? 'both' : 'all'} in ${zone}: give at most one subnet per availability zone`,
+        ([zone, inZone]) =>
+          `${inZone.map((p) => p.subnetId).join(', ')} are ${inZone.length === 2 ? 'both' : 'all'} in ${zone}: ` +
+          'give at most one subnet per availability zone',
       ),
     );
   return placements;
@@ -152,10 +153,7 @@ export async function checkPlacementZones(
   region: string,
 ): Promise<void> {
   const problems: string[] = [];
-  const indices = new Map<string, number[]>();
-  placements.forEach((p, i) =>
-    indices.set(p.availabilityZone, [...(indices.get(p.availabilityZone) ?? []), i]),
-  );
+  const indices = groupBy(placements.keys(), (i) => (placements[i] as Ec2Placement).availabilityZone);
   for (const [zone, at] of indices)
     if (at.length > 1)
       problems.push(`${at.join(', ')}: each in ${zone}; give at most one placement per zone`);
@@ -189,14 +187,14 @@ export async function discoverEc2Settings(
   client: EC2Client,
   request: Ec2DiscoveryRequest,
 ): Promise<Ec2Discovered> {
+  // Two ways of saying where instances go: taking one would silently drop the other.
+  if (request.placements !== undefined && request.subnetIds !== undefined)
+    throw new ValidationError('ec2', ['give either ec2.placements or ec2.subnetIds (--subnets), not both']);
   const amiId = request.amiId ?? (await newestAmazonLinuxAmi(client));
   if (amiId === undefined)
     throw new ValidationError('ec2.amiId', [
       'not set, and no Amazon Linux 2023 AMI was found in the region: set --ami',
     ]);
-  // Two ways of saying where instances go: taking one would silently drop the other.
-  if (request.placements !== undefined && request.subnetIds !== undefined)
-    throw new ValidationError('ec2', ['give either ec2.placements or ec2.subnetIds (--subnets), not both']);
   let placements = request.placements?.map((p) => ({ ...p }));
   if (placements !== undefined) {
     await checkPlacementZones(client, placements, request.region);

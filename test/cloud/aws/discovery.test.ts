@@ -10,6 +10,7 @@ import { ValidationError } from '../../../src/core/validation.js';
 import {
   availableZones,
   discoverEc2Settings,
+  type Ec2DiscoveryRequest,
   newestAmazonLinuxAmi,
 } from '../../../src/cloud/aws/discovery.js';
 import { createEc2Client } from '../../../src/cloud/aws/ec2-api.js';
@@ -47,6 +48,10 @@ describeWithMoto(
       subnetA2 = await subnet('us-east-1a', '10.1.2.0/24');
     });
 
+    /** Discovery with the AMI given, placed as `where` says. */
+    const discover = (where: Pick<Ec2DiscoveryRequest, 'placements' | 'subnetIds'>) =>
+      discoverEc2Settings(client, { region: TEST_REGION, amiId: 'ami-12c6146b', ...where });
+
     it('defaults the placements to every available zone of the region, sorted', async () => {
       const described = await client.send(new DescribeAvailabilityZonesCommand({}));
       const expected = (described.AvailabilityZones ?? [])
@@ -55,7 +60,7 @@ describeWithMoto(
         .sort();
       expect(expected.length).toBeGreaterThan(1);
       expect(await availableZones(client)).toEqual(expected);
-      const found = await discoverEc2Settings(client, { region: TEST_REGION, amiId: 'ami-12c6146b' });
+      const found = await discover({});
       expect(found).toEqual({
         amiId: 'ami-12c6146b',
         placements: expected.map((availabilityZone) => ({ availabilityZone })),
@@ -63,9 +68,7 @@ describeWithMoto(
     });
 
     it('places instances in the zones of the given subnets, in the order given', async () => {
-      const found = await discoverEc2Settings(client, {
-        region: TEST_REGION,
-        amiId: 'ami-12c6146b',
+      const found = await discover({
         subnetIds: [subnetB, subnetA],
       });
       expect(found.placements).toEqual([
@@ -76,18 +79,14 @@ describeWithMoto(
 
     it('keeps the placements it is given, and names an unknown subnet', async () => {
       const placements = [{ availabilityZone: 'us-east-1c' }];
-      const found = await discoverEc2Settings(client, {
-        region: TEST_REGION,
-        amiId: 'ami-12c6146b',
+      const found = await discover({
         placements,
       });
       expect(found.placements).toEqual(placements);
       expect(found.placements).not.toBe(placements);
       // moto answers an unknown subnet id with an error of its own or an empty list; either way it is refused.
       await expect(
-        discoverEc2Settings(client, {
-          region: TEST_REGION,
-          amiId: 'ami-12c6146b',
+        discover({
           subnetIds: ['subnet-0123456789abcdef0'],
         }),
       ).rejects.toThrow(/subnet-0123456789abcdef0/);
@@ -95,9 +94,7 @@ describeWithMoto(
 
     it('refuses placements naming one zone twice, or a zone the region does not offer, naming them', async () => {
       const e = await problemOf(
-        discoverEc2Settings(client, {
-          region: TEST_REGION,
-          amiId: 'ami-12c6146b',
+        discover({
           placements: [
             { availabilityZone: 'us-east-1a', subnetId: subnetA },
             { availabilityZone: 'us-east-1a', subnetId: subnetA2 },
@@ -115,9 +112,7 @@ describeWithMoto(
 
     it('refuses placements and subnets given together, rather than dropping the subnets', async () => {
       const e = await problemOf(
-        discoverEc2Settings(client, {
-          region: TEST_REGION,
-          amiId: 'ami-12c6146b',
+        discover({
           placements: [{ availabilityZone: 'us-east-1c' }],
           subnetIds: [subnetA],
         }),
@@ -128,9 +123,7 @@ describeWithMoto(
 
     it('refuses a placement whose subnet is in another zone, naming the placement, the subnet and both zones', async () => {
       const e = await problemOf(
-        discoverEc2Settings(client, {
-          region: TEST_REGION,
-          amiId: 'ami-12c6146b',
+        discover({
           placements: [
             { availabilityZone: 'us-east-1a', subnetId: subnetA },
             { availabilityZone: 'us-east-1c', subnetId: subnetB },
@@ -147,17 +140,13 @@ describeWithMoto(
         { availabilityZone: 'us-east-1b', subnetId: subnetB },
         { availabilityZone: 'us-east-1c' },
       ];
-      const found = await discoverEc2Settings(client, {
-        region: TEST_REGION,
-        amiId: 'ami-12c6146b',
+      const found = await discover({
         placements,
       });
       expect(found.placements).toEqual(placements);
       // A subnet EC2 does not know is named too.
       await expect(
-        discoverEc2Settings(client, {
-          region: TEST_REGION,
-          amiId: 'ami-12c6146b',
+        discover({
           placements: [{ availabilityZone: 'us-east-1a', subnetId: 'subnet-0123456789abcdef0' }],
         }),
       ).rejects.toThrow(/ec2\.placements: .*subnet-0123456789abcdef0/);
@@ -165,9 +154,7 @@ describeWithMoto(
 
     it('refuses two subnets in one zone, naming both and the zone', async () => {
       const e = await problemOf(
-        discoverEc2Settings(client, {
-          region: TEST_REGION,
-          amiId: 'ami-12c6146b',
+        discover({
           subnetIds: [subnetA, subnetB, subnetA2],
         }),
       );
@@ -176,9 +163,7 @@ describeWithMoto(
         `${subnetA}, ${subnetA2} are both in us-east-1a: give at most one subnet per availability zone`,
       ]);
       const twice = await problemOf(
-        discoverEc2Settings(client, {
-          region: TEST_REGION,
-          amiId: 'ami-12c6146b',
+        discover({
           subnetIds: [subnetB, subnetB],
         }),
       );
