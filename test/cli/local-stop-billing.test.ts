@@ -8,6 +8,7 @@ import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import { LocalProvider } from '../../src/cloud/local/local-provider.js';
 import { ProcessWorkerSpawner } from '../../src/cloud/local/worker-spawner.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
+import { killProcessGroups } from '../helpers/processes-under.js';
 
 /**
  * Stopping local mode ends each instance when its own worker exited, not when the slowest worker is done: a local
@@ -35,12 +36,7 @@ writeFileSync(
 );
 
 afterAll(() => {
-  for (const pid of spawned)
-    try {
-      process.kill(-pid, 'SIGKILL');
-    } catch {
-      // already gone
-    }
+  killProcessGroups(spawned);
   rmSync(tmp, { recursive: true, force: true });
 });
 

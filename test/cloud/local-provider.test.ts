@@ -13,6 +13,7 @@ import { TAG_CLUSTER, TAG_LAUNCH_TOKEN } from '../../src/cloud/provider.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
 import { table3Catalog } from '../helpers/catalogs.js';
 import { cloudProviderContract } from './provider-contract.js';
+import { killProcessGroups } from '../helpers/processes-under.js';
 
 /**
  * The local provider with the real process spawner: its "worker" is a stand-in script (the spawner runs
@@ -118,12 +119,7 @@ describe('local provider (real worker processes)', () => {
     });
   });
   afterAll(() => {
-    for (const pid of spawned)
-      try {
-        process.kill(-pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
+    killProcessGroups(spawned);
     rmSync(tmp, { recursive: true, force: true });
   });
 

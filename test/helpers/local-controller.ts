@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { afterAll } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { CLI } from './built-cli.js';
+import { killProcessGroups } from './processes-under.js';
 import { freePort } from './test-ports.js';
 
 /**
@@ -259,12 +260,7 @@ export function killLocalLeftovers(stateDir: string): void {
   for (const p of liveProcesses())
     if (p.argv.includes('worker') && p.argv.some((arg) => arg.startsWith(stateDir)) && p.pgrp !== ownGroup)
       groups.add(p.pgrp);
-  for (const group of groups)
-    try {
-      process.kill(-group, 'SIGKILL');
-    } catch {
-      // already gone
-    }
+  killProcessGroups(groups);
   // SIGKILL is delivered asynchronously: a worker can still finish a write into the state directory after `kill`
   // returns, and deleting the directory then fails with ENOTEMPTY. Wait (bounded) until the groups are empty.
   const deadline = Date.now() + 5000;

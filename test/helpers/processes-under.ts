@@ -21,3 +21,13 @@ export async function processesUnderAfter(dir: string, ms: number): Promise<numb
     await new Promise((r) => setTimeout(r, 100));
   return processesUnder(dir);
 }
+
+/** SIGKILL each process group (workers and process-executor tasks run in groups of their own); gone ones pass. */
+export function killProcessGroups(groups: Iterable<number>): void {
+  for (const group of groups)
+    try {
+      process.kill(-group, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+}
