@@ -603,7 +603,7 @@ export class TaskLifecycle {
       await t.watcher?.stop();
     }
     // Unregistered (an agent giving up before its controller ever answered): nowhere to upload the log to.
-    if (this.registration().store !== undefined) await this.uploadLog(t);
+    if (this.registration().store !== undefined) await this.logs.uploadRest(t);
     t.phase = 'stopped';
     await this.persist(t);
   }
@@ -688,7 +688,7 @@ export class TaskLifecycle {
       if (killed) await t.watcher.flushMarkedOnly();
       else await t.watcher.flush();
     }
-    await this.uploadLog(t);
+    await this.logs.uploadRest(t);
     t.exitCode = exitCode;
     if (t.stopRequested) t.phase = 'stopped';
     else t.phase = exitCode === 0 ? 'succeeded' : 'failed';
@@ -713,11 +713,6 @@ export class TaskLifecycle {
   /** Ship running tasks' logs (TaskLogUploads.shipRunning). */
   shipRunningLogs(): void {
     this.logs.shipRunning(this.tasks.values());
-  }
-
-  /** The rest of the task's log, stored once the store takes it (a stop or an exit waits for this). */
-  private uploadLog(t: LocalTask): Promise<void> {
-    return this.logs.uploadRest(t);
   }
 
   private requireStore(): ObjectStore {
