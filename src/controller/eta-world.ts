@@ -13,11 +13,11 @@ import type { InstanceRecord, JobRecord, TaskRecord } from './state-store.js';
 import { LIVE_JOB_STATES } from './state/lifecycle.js';
 
 /**
- * The prediction world of the controller's completion-time predictions (PCS §4): the controller's state as a
- * simulator world (src/world/world.ts), run forward in virtual time with the same admission and a fork of the
- * scheduler (its learned co-location rates, so interference is included), launch delays from the catalog, restore and
- * init delays from the job specs, and no future arrivals. `controllerWorld` builds the world and `predictEtas`
- * (eta-predictions.ts) runs it (src/predict/predict.ts); predictions.ts decides when, at most once per round and only when the cluster changed.
+ * The prediction world of the controller's completion-time predictions (PCS §4): the controller's state as a simulator
+ * world (src/world/world.ts), run forward in virtual time with the same admission and a fork of the scheduler (its
+ * learned co-location rates, so interference is included), launch delays from the catalog, restore and init delays from
+ * the job specs, and no future arrivals. `controllerWorld` builds the world and `predictEtas` (eta-predictions.ts) runs
+ * it (src/predict/predict.ts); predictions.ts decides when, at most once per round and only when the cluster changed.
  */
 
 /** A controller world, and which of its jobs run for an assumed duration. */

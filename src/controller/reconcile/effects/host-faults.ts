@@ -6,14 +6,14 @@ import type { ReconcileContext } from '../context.js';
  * A task that could not start because of its instance's host, not its job (its worker says so: a full disk under the
  * checkpoint restore, a container engine down, src/worker/host-fault.ts): the job is not to blame, so the failure uses
  * none of its attempts. Its tasks go back to be placed anew, as at a retry, and the job is queued again for a new run
- * (numbered as an attempt is) that its retryStrategy does not count (`hostFaultRuns`). A `broken` host (a disk read-only or failing, an engine down or hung) can start nothing: its
- * instance is drained (as a drain by request drains it), so the next round places nothing there and moves off what
- * runs there. A host short of `space` is left as it is: what did not fit may be this job's alone (a restore that fails
- * empties what it wrote), and draining would move every other job on it, at the cost of their work since their last
- * checkpoints. Bounded: a job whose start fails so on every worker (a checkpoint larger than any worker's disk) would
- * otherwise go round for ever, so once it was queued again MAX_HOST_FAULT_REQUEUES times, a host fault counts as an
- * ordinary failure (its retryStrategy decides). The count is the job's HOST_FAULT_EVENTs in the store, so a
- * restarted controller keeps it.
+ * (numbered as an attempt is) that its retryStrategy does not count (`hostFaultRuns`). A `broken` host (a disk
+ * read-only or failing, an engine down or hung) can start nothing: its instance is drained (as a drain by request
+ * drains it), so the next round places nothing there and moves off what runs there. A host short of `space` is left as
+ * it is: what did not fit may be this job's alone (a restore that fails empties what it wrote), and draining would move
+ * every other job on it, at the cost of their work since their last checkpoints. Bounded: a job whose start fails so on
+ * every worker (a checkpoint larger than any worker's disk) would otherwise go round for ever, so once it was queued
+ * again MAX_HOST_FAULT_REQUEUES times, a host fault counts as an ordinary failure (its retryStrategy decides). The
+ * count is the job's HOST_FAULT_EVENTs in the store, so a restarted controller keeps it.
  */
 
 /** Recorded on the job at each requeue for a host fault (its instance and why); what the bound counts. */
