@@ -191,9 +191,10 @@ export interface CloudProvider {
   /**
    * EC2 is reclaiming an instance of this offering (a spot interruption): launches of the type in that zone and
    * market avoid it for a while, as after a capacity error (Karpenter marks the offering unavailable the same way).
-   * A cache entry, not a cloud call. Providers without markets omit it.
+   * A cache entry, not a cloud call. Providers without markets omit it. `sinceSeconds` (epoch seconds), when given,
+   * is when the window opened (a notice recorded before the controller started again): it ends a window after that.
    */
-  markOfferingUnavailable?(typeName: string, zone: string, market: Market): void;
+  markOfferingUnavailable?(typeName: string, zone: string, market: Market, sinceSeconds?: number): void;
   /**
    * Delete the cluster's placement groups not named in `keep` (best effort: a group the cloud still counts instances
    * in stays for a later call). Returns the groups deleted. Providers without placement groups of their own omit it.

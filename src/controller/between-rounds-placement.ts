@@ -109,6 +109,7 @@ export class BetweenRoundsPlacer {
         taskSeconds: job.expectedRemainingSeconds ?? UNKNOWN_DURATION_SECONDS,
         tasks: tasks.map((t) => ({ id: t.id, demand: t.demand, key: t.key })),
         ...(job.spot === 'never' ? { onDemandOnly: true } : {}),
+        ...(job.spotMaxDelaySeconds === undefined ? {} : { scheduled: job }),
       });
     }
     if (jobs.length === 0) return [];

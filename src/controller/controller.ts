@@ -322,6 +322,7 @@ export class Controller implements ControllerService {
       log: this.log,
       provider: this.provider,
       requestRound: (reason, cause) => this.requestRound(reason, cause),
+      clock: this.clock,
     });
     deps.workers?.onInterruption?.((instanceId, notice) =>
       this.interruptions.handle(instanceId, { ...notice, source: 'worker' }),
@@ -416,6 +417,8 @@ export class Controller implements ControllerService {
     this.schedulerState.load();
     // Once per state: who uploaded older build contexts, so submissions never read the event log for it.
     recordUploadersFromEvents(this.store);
+    // Before the first round can launch: the pools of the last minutes' spot interruptions stay closed.
+    this.interruptions.reclosePools();
     if (this.settings.dryRun) return {};
     return this.serial('recovery', async () => {
       const pending = this.store.listIntents({ states: ['pending'] }).length;

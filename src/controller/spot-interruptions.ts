@@ -1,4 +1,6 @@
-import type { CloudProvider } from '../cloud/provider.js';
+import type { Market } from '../core/market.js';
+import { UNAVAILABLE_OFFERING_SECONDS } from '../core/spot.js';
+import type { Clock } from './clock.js';
 import type { ControllerLogger } from './seams.js';
 import type { InstanceRecord, StateStore } from './state-store.js';
 import type { RoundCause } from './service.js';
@@ -23,7 +25,9 @@ import type { RoundCause } from './service.js';
  *                             for the instance's whole life.
  *
  * Level-triggered: a worker repeats its notice in every heartbeat and the queue may deliver an event twice, so a
- * second notice for an instance (or one for an instance gone) changes nothing.
+ * second notice for an instance (or one for an instance gone) changes nothing. The provider keeps a closed pool in
+ * memory only, so a controller that starts again closes the pools of the notices it recorded in the last
+ * UNAVAILABLE_OFFERING_SECONDS for what is left of their windows (`reclosePools`).
  */
 
 export type InterruptionKind = 'spot-interruption' | 'rebalance-recommendation';
@@ -60,11 +64,23 @@ export interface InterruptionReport {
   readonly source: 'worker' | 'interruption-queue';
 }
 
+/** What the controller asks of its cloud here (CloudProvider.markOfferingUnavailable). */
+export interface SpotPoolCloser {
+  /**
+   * Keep launches of the type in that zone and market out of it for the provider's window. `sinceSeconds` (epoch
+   * seconds), when given, is when the window opened: a notice recorded before this process started closes the pool
+   * for the rest of its window only, not for a new one.
+   */
+  markOfferingUnavailable?(typeName: string, zone: string, market: Market, sinceSeconds?: number): void;
+}
+
 export interface SpotInterruptionsDeps {
   readonly store: StateStore;
   readonly log: ControllerLogger;
-  readonly provider: CloudProvider | undefined;
+  readonly provider: SpotPoolCloser | undefined;
   readonly requestRound: (reason: string, cause?: RoundCause) => void;
+  /** The store's time (epoch seconds): how old a recorded notice is. */
+  readonly clock: Pick<Clock, 'nowSeconds'>;
 }
 
 const DRAINABLE: readonly InstanceRecord['state'][] = ['requested', 'launching', 'running'];
@@ -74,12 +90,51 @@ export class SpotInterruptions {
   private readonly rebalanced = new Set<string>();
   /** Instances past draining whose notice marked their offering (once per instance and process). */
   private readonly markedLate = new Set<string>();
+  /** Whether this process closed the pools of the notices recorded before it started. */
+  private reclosed = false;
 
   constructor(private readonly deps: SpotInterruptionsDeps) {}
+
+  /**
+   * Close the pools of the spot interruption notices recorded in the last UNAVAILABLE_OFFERING_SECONDS again, each
+   * for what is left of its window: without it a controller started again inside a window launches straight back
+   * into the pool EC2 is reclaiming from, and the notice repeated to it (the worker's heartbeat, the queue's
+   * redelivery) finds the notice recorded and closes nothing. Once per process: at start, or at the first notice
+   * when that comes first. Returns how many pools it closed.
+   */
+  reclosePools(): number {
+    if (this.reclosed) return 0;
+    this.reclosed = true;
+    const { store, provider } = this.deps;
+    if (provider?.markOfferingUnavailable === undefined) return 0;
+    const windowStart = this.deps.clock.nowSeconds() - UNAVAILABLE_OFFERING_SECONDS;
+    // Newest first: a pool noticed twice keeps the later window.
+    const pools = new Map<string, { typeName: string; zone: string; sinceSeconds: number }>();
+    for (const event of store.listEvents({ kind: SPOT_INTERRUPTION_EVENT, newestFirst: true })) {
+      if (event.atSeconds <= windowStart) break;
+      const inst = event.instanceId === undefined ? undefined : store.getInstance(event.instanceId);
+      if (inst?.availabilityZone === undefined) continue;
+      const key = `${inst.typeName}@${inst.availabilityZone}`;
+      if (!pools.has(key))
+        pools.set(key, {
+          typeName: inst.typeName,
+          zone: inst.availabilityZone,
+          sinceSeconds: event.atSeconds,
+        });
+    }
+    for (const p of pools.values())
+      provider.markOfferingUnavailable(p.typeName, p.zone, 'spot', p.sinceSeconds);
+    if (pools.size > 0)
+      this.deps.log.info('spot pools of recent interruption notices closed again', {
+        pools: [...pools.keys()],
+      });
+    return pools.size;
+  }
 
   /** Act on a notice for one of the cluster's instances (its record id). Returns whether anything changed. */
   handle(instanceId: string, report: InterruptionReport): boolean {
     const { store } = this.deps;
+    this.reclosePools();
     const inst = store.getInstance(instanceId);
     if (inst === undefined) return false;
     if (report.kind === 'rebalance-recommendation') {

@@ -1,6 +1,8 @@
 import { setupSeconds, type InstanceType } from '../core/catalog.js';
+import type { SchedJob } from '../core/model.js';
 import { demandOn, type FamilyDemand, type Resources } from '../core/resources.js';
 import type { PriceBook } from '../scheduler/reservation-price.js';
+import { interruptionExceedsBound } from '../scheduler/spot-cost.js';
 import { placeBetweenRounds, type BetweenRoundsPlacement, type PaidInstance } from './between-rounds.js';
 
 /**
@@ -16,6 +18,11 @@ export interface WaitingJobFacts {
   readonly tasks: readonly { readonly id: string; readonly demand: FamilyDemand; readonly key: string }[];
   /** The job never runs on spot (`spot: never`). */
   readonly onDemandOnly?: boolean | undefined;
+  /**
+   * The job as the round's snapshot has it, when its owner bounds what one interruption may delay it
+   * (`spotMaxDelaySeconds`): while one now would delay it past the bound, it goes on no spot instance either.
+   */
+  readonly scheduled?: SchedJob | undefined;
 }
 
 export interface PaidInstanceFacts {
@@ -57,10 +64,11 @@ export function placeWaitingJobs(input: PlaceWaitingInput): BetweenRoundsPlaceme
   const reservation = (demand: FamilyDemand): number | undefined => prices.minType(demand)?.costPerHour;
   const instances = input.instances.flatMap((i) => paidInstance(i, reservation));
   if (instances.length === 0) return [];
-  // A spot: never job goes on no spot instance; while the paid capacity has any, it waits for the round, whose
-  // packing keeps it off them (scheduler/spot-host-rules.ts).
+  // A spot: never job, or one an interruption would delay past its bound (as a new instance for it is bought on
+  // demand: scheduler/market-choice.ts), goes on no spot instance; while the paid capacity has any, it waits for the
+  // round, whose packing keeps it off them (scheduler/spot-host-rules.ts).
   const jobs = input.instances.some((i) => i.spot === true)
-    ? input.jobs.filter((j) => j.onDemandOnly !== true)
+    ? input.jobs.filter((j) => !keptOffSpot(j, input.nowSeconds, prices))
     : input.jobs;
   if (jobs.length === 0) return [];
   const byId = new Map(jobs.map((j) => [j.id, j]));
@@ -88,6 +96,15 @@ export function placeWaitingJobs(input: PlaceWaitingInput): BetweenRoundsPlaceme
     expectedRate: input.expectedRate,
     capHoldsJobsBack: input.capHoldsJobsBack,
   });
+}
+
+/** Whether the job may not go on a spot instance: `spot: never`, or an interruption now would pass its bound. */
+function keptOffSpot(job: WaitingJobFacts, nowSeconds: number, prices: PriceBook): boolean {
+  if (job.onDemandOnly === true) return true;
+  return (
+    job.scheduled !== undefined &&
+    interruptionExceedsBound(job.scheduled, nowSeconds, launchDelayOf(prices, job))
+  );
 }
 
 /** The instance with what its tasks leave free; none when no vCPU or memory is left. */

@@ -64,11 +64,12 @@ export function candidateEvaluator(p: CandidatePricing): EvaluateCandidate {
       p.staying,
       p.valueOfTimeOf,
     );
-    // The packing loops keep spot: never jobs off spot instances; candidates built outside them are held to it here.
+    // The packing loops keep jobs kept off spot (spot: never, past their delay bound) off spot instances;
+    // candidates built outside them are held to it here.
     const offSpot = putsOnDemandTaskOnSpot(drafts, p.input.tasks, p.input.spotInstanceIds);
     return {
       summary: offSpot
-        ? { ...summary, rejectedBecause: 'puts a spot: never job on a spot instance' }
+        ? { ...summary, rejectedBecause: 'puts a job kept off spot on a spot instance' }
         : summary,
       drafts,
     };

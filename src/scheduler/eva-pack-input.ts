@@ -7,7 +7,7 @@ import type { LatencyView } from './latency-view.js';
 import type { PackTask, RateModel } from './packing.js';
 import type { PlanningInput } from './reconfiguration.js';
 import type { PriceBook } from './reservation-price.js';
-import { rebalanceRiskPerHour, type JobAtRisk } from './spot-cost.js';
+import { interruptionExceedsBound, rebalanceRiskPerHour, type JobAtRisk } from './spot-cost.js';
 
 /** How Eva turns a round's snapshot into the input of its packing passes (Full and Partial Reconfiguration). */
 
@@ -96,6 +96,29 @@ export function rebalancePremium(
   return rebalanceRiskPerHour(atRisk, snapshot.nowSeconds, setupSeconds(type), reclaimsPerHour);
 }
 
+/**
+ * The jobs one interruption now would delay past the bound their owners set (`spotMaxDelaySeconds`), their
+ * replacement's launch the setup of their tasks' reservation-price type: as a new instance is bought on demand for
+ * them (market-choice.ts), the free room of a spot instance already running is no place for them either. A task
+ * already on a spot instance may stay there (spot-host-rules.ts): its risk is taken, and moving it off would cost
+ * the job a move.
+ */
+export function jobsPastSpotBound(snapshot: ClusterSnapshot, book: PriceBook): Set<string> {
+  const bounded = snapshot.jobs.filter((j) => j.spotMaxDelaySeconds !== undefined);
+  if (bounded.length === 0) return new Set();
+  const relaunch = new Map<string, number>();
+  for (const t of snapshot.tasks) {
+    const type = book.minType(t.demand);
+    const seconds = type === undefined ? 0 : setupSeconds(type);
+    relaunch.set(t.jobId, Math.max(relaunch.get(t.jobId) ?? 0, seconds));
+  }
+  return new Set(
+    bounded
+      .filter((j) => interruptionExceedsBound(j, snapshot.nowSeconds, relaunch.get(j.id) ?? 0))
+      .map((j) => j.id),
+  );
+}
+
 /** The round's packing input: instances at the round's prices plus rebalance premiums, priced tasks, pins. */
 export function packInput(snapshot: ClusterSnapshot, o: PackInputOptions): PackInput {
   const { book, view, staying } = o;
@@ -118,9 +141,12 @@ export function packInput(snapshot: ClusterSnapshot, o: PackInputOptions): PackI
     if (premium > 0) riskPremium.set(inst.id, premium);
     instanceType.set(inst.id, premium > 0 ? { ...type, costPerHour: type.costPerHour + premium } : type);
   }
-  // Jobs that never run on spot are kept off the fleet's spot instances (spot-host-rules.ts); without any, nothing changes.
+  // Jobs that never run on spot, or that one interruption would now delay past their bound, are kept off the fleet's
+  // spot instances (spot-host-rules.ts); without any, nothing changes.
   const spotInstanceIds = new Set(snapshot.instances.filter((i) => i.market === 'spot').map((i) => i.id));
-  const onDemandOnly = (job: SchedJob) => spotInstanceIds.size > 0 && job.spot === 'never';
+  const pastBound = jobsPastSpotBound(snapshot, book);
+  const onDemandOnly = (job: SchedJob) =>
+    spotInstanceIds.size > 0 && (job.spot === 'never' || pastBound.has(job.id));
   const packTasks = new Map<string, PackTask>();
   for (const t of snapshot.tasks) {
     const job = jobs.get(t.jobId);

@@ -16,7 +16,10 @@ export interface PackTask {
   readonly currentInstanceId?: string | undefined;
   /** Set for tasks of network-aware multi-task jobs (latency-aware placement): see TaskLatency. */
   readonly latency?: TaskLatency | undefined;
-  /** Its job never runs on spot (`spot: never`) and the fleet has spot instances: it may not go on one of them. */
+  /**
+   * Its job never runs on spot (`spot: never`, or one interruption would delay it past its bound) and the fleet has
+   * spot instances: it may not go on one of them (but may stay on the one it is on).
+   */
   readonly onDemandOnly?: boolean | undefined;
   /**
    * Value of time: $ per hour of delay to the task's job, divided among the job's tasks (absent: 0). A task at

@@ -39,6 +39,12 @@ export class BetweenRoundsPlacer {
     if (!this.capHoldsJobsBack) return 0;
     const waiting = [...this.state.liveJobs.values()].filter(isWaiting);
     if (waiting.length === 0) return 0;
+    // A job's bound on an interruption's delay is checked on the job as a round's snapshot has it.
+    const scheduled = waiting.some((j) => j.spec.spotMaxDelaySeconds !== undefined)
+      ? new Map(
+          buildSnapshot(this.state.now, waiting, this.state.assignable.values()).jobs.map((s) => [s.id, s]),
+        )
+      : undefined;
     const placed = placeWaitingJobs({
       nowSeconds: this.state.now,
       jobs: waiting.map((j) => ({
@@ -46,6 +52,7 @@ export class BetweenRoundsPlacer {
         taskSeconds: remainingIterations(j) / j.spec.fullThroughput,
         tasks: j.tasks.map((t) => ({ id: t.id, demand: t.spec.demand, key: t.key })),
         ...(j.spec.spot === 'never' ? { onDemandOnly: true } : {}),
+        ...(j.spec.spotMaxDelaySeconds === undefined ? {} : { scheduled: scheduled?.get(j.spec.id) }),
       })),
       instances: this.paidInstances(),
       prices: this.prices,

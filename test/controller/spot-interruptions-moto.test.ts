@@ -8,25 +8,35 @@ import { SpotInterruptions } from '../../src/controller/spot-interruptions.js';
 import { UNAVAILABLE_OFFERING_SECONDS } from '../../src/core/spot.js';
 import { describeWithMoto, TEST_REGION } from '../helpers/moto.js';
 
+/** A spot launch of a c7i.large planned in us-east-1a, the pool the tests' notices close. */
+const request = (key: string): LaunchRequest => ({
+  typeName: 'c7i.large',
+  idempotencyToken: key,
+  clusterName: 'late-notice',
+  planId: 'plan-1',
+  instanceKey: key,
+  market: 'spot',
+  availabilityZones: ['us-east-1a'],
+});
+
 /**
- * A spot interruption notice for an instance the controller is already terminating still keeps spot launches out of
- * its pool for the unavailable window: the EC2 provider on moto_server, with a clock the test moves.
+ * Spot interruption notices keep spot launches out of the instance's pool for the unavailable window: the EC2
+ * provider on moto_server, with a clock the test moves.
  */
-describeWithMoto('a spot notice for an instance already terminating (EC2 on moto)', (moto) => {
-  it('marks its pool unavailable: the next spot launch goes to another zone until the window ends', async () => {
-    let nowMs = Date.parse('2026-03-01T12:00:00Z');
-    const provider = new Ec2Provider(
+describeWithMoto('a spot notice closes the pool to spot launches (EC2 on moto)', (moto) => {
+  const ec2 = (nowMs: () => number) =>
+    new Ec2Provider(
       {
         region: TEST_REGION,
         amiId: 'ami-12c6146b',
         placements: [{ availabilityZone: 'us-east-1a' }, { availabilityZone: 'us-east-1b' }],
       },
-      {
-        api: ec2ApiFromClient(createEc2Client(moto.clientOptions)),
-        sleep: async () => {},
-        nowMs: () => nowMs,
-      },
+      { api: ec2ApiFromClient(createEc2Client(moto.clientOptions)), sleep: async () => {}, nowMs },
     );
+
+  it('for an instance already terminating: the next spot launch goes to another zone until the window ends', async () => {
+    let nowMs = Date.parse('2026-03-01T12:00:00Z');
+    const provider = ec2(() => nowMs);
     const store = new MemoryStateStore({ nowSeconds: () => nowMs / 1000, storeId: 't' });
     const rounds: string[] = [];
     const interruptions = new SpotInterruptions({
@@ -34,6 +44,7 @@ describeWithMoto('a spot notice for an instance already terminating (EC2 on moto
       log: silentLogger,
       provider,
       requestRound: (reason) => rounds.push(reason),
+      clock: { nowSeconds: () => nowMs / 1000 },
     });
     const inst = store.createInstance({ typeName: 'c7i.large', availabilityZone: 'us-east-1a' });
     store.setInstanceState(inst.id, 'launching', { cloudId: 'i-0abc', availabilityZone: 'us-east-1a' });
@@ -50,15 +61,6 @@ describeWithMoto('a spot notice for an instance already terminating (EC2 on moto
     // Its worker's copy in the next heartbeat marks nothing again (it would push the window on).
     expect(interruptions.handle(inst.id, { kind: 'spot-interruption', source: 'worker' })).toBe(false);
 
-    const request = (key: string): LaunchRequest => ({
-      typeName: 'c7i.large',
-      idempotencyToken: key,
-      clusterName: 'late-notice',
-      planId: 'plan-1',
-      instanceKey: key,
-      market: 'spot',
-      availabilityZones: ['us-east-1a'],
-    });
     nowMs += (UNAVAILABLE_OFFERING_SECONDS - 1) * 1000;
     expect(await provider.launch(request('within'))).toMatchObject({
       market: 'spot',
@@ -66,6 +68,54 @@ describeWithMoto('a spot notice for an instance already terminating (EC2 on moto
     });
     nowMs += 2000;
     expect(await provider.launch(request('after'))).toMatchObject({
+      market: 'spot',
+      availabilityZone: 'us-east-1a',
+    });
+  });
+
+  it('after a controller restart inside the window: the pool stays closed to spot launches', async () => {
+    let nowMs = Date.parse('2026-03-01T12:00:00Z');
+    const store = new MemoryStateStore({ nowSeconds: () => nowMs / 1000, storeId: 't' });
+    const clock = { nowSeconds: () => nowMs / 1000 };
+    const controllerProcess = () => {
+      const provider = ec2(() => nowMs);
+      const spot = new SpotInterruptions({
+        store,
+        log: silentLogger,
+        provider,
+        requestRound: () => {},
+        clock,
+      });
+      return { provider, spot };
+    };
+    const first = controllerProcess();
+    const inst = store.createInstance({ typeName: 'c7i.large', availabilityZone: 'us-east-1a' });
+    store.setInstanceState(inst.id, 'launching', { cloudId: 'i-0abc', availabilityZone: 'us-east-1a' });
+    store.setInstanceState(inst.id, 'running');
+    const notice = { kind: 'spot-interruption', source: 'worker' } as const;
+    expect(first.spot.handle(inst.id, notice)).toBe(true);
+
+    // Started again 20 s later (the store kept, the provider's memory gone), the worker's repeated notice coming
+    // before any start-up pass: it closes the pool.
+    nowMs += 20_000;
+    const noticed = controllerProcess();
+    expect(noticed.spot.handle(inst.id, notice)).toBe(false);
+    expect(await noticed.provider.launch(request('after-notice'))).toMatchObject({
+      market: 'spot',
+      availabilityZone: 'us-east-1b',
+    });
+
+    // Started again: the start-up pass closes it before the first round can launch.
+    nowMs += 20_000;
+    const started = controllerProcess();
+    expect(started.spot.reclosePools()).toBe(1);
+    expect(await started.provider.launch(request('after-start'))).toMatchObject({
+      market: 'spot',
+      availabilityZone: 'us-east-1b',
+    });
+    // Open again when the notice's window ends, not a window after the restart.
+    nowMs += (UNAVAILABLE_OFFERING_SECONDS - 40) * 1000;
+    expect(await started.provider.launch(request('window-over'))).toMatchObject({
       market: 'spot',
       availabilityZone: 'us-east-1a',
     });

@@ -1,29 +1,43 @@
 import { describe, expect, it } from 'vitest';
 import type { Market } from '../../src/core/market.js';
+import { UNAVAILABLE_OFFERING_SECONDS } from '../../src/core/spot.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { silentLogger } from '../../src/controller/seams.js';
-import { SpotInterruptions } from '../../src/controller/spot-interruptions.js';
-import type { CloudProvider } from '../../src/cloud/provider.js';
+import { SpotInterruptions, type SpotPoolCloser } from '../../src/controller/spot-interruptions.js';
+
+/** A provider that records the offerings it is asked to mark (and since when, when it is told). */
+function recordingProvider() {
+  const marked: (string | number)[][] = [];
+  const provider: SpotPoolCloser = {
+    markOfferingUnavailable: (typeName: string, zone: string, market: Market, sinceSeconds?: number) =>
+      marked.push(
+        sinceSeconds === undefined ? [typeName, zone, market] : [typeName, zone, market, sinceSeconds],
+      ),
+  };
+  return { provider, marked };
+}
 
 /** The controller's answer to EC2's two warnings, on a store and a provider that records the offerings it marks. */
 function setup() {
-  const store = new MemoryStateStore({ nowSeconds: () => 1000, storeId: 't' });
-  const marked: [string, string, Market][] = [];
+  const clock = { now: 1000, nowSeconds: () => clock.now };
+  const store = new MemoryStateStore({ nowSeconds: () => clock.now, storeId: 't' });
+  const { provider, marked } = recordingProvider();
   const rounds: string[] = [];
-  const provider = {
-    markOfferingUnavailable: (typeName: string, zone: string, market: Market) =>
-      marked.push([typeName, zone, market]),
-  } as unknown as CloudProvider;
   const interruptions = new SpotInterruptions({
     store,
     log: silentLogger,
     provider,
     requestRound: (reason) => rounds.push(reason),
+    clock,
   });
-  const inst = store.createInstance({ typeName: 'p3.2xlarge', availabilityZone: 'us-east-1b' });
-  store.setInstanceState(inst.id, 'launching', { cloudId: 'i-0abc', availabilityZone: 'us-east-1b' });
-  store.setInstanceState(inst.id, 'running');
-  return { store, marked, rounds, interruptions, id: inst.id };
+  const running = (typeName: string, zone: string) => {
+    const inst = store.createInstance({ typeName, availabilityZone: zone });
+    store.setInstanceState(inst.id, 'launching', { cloudId: `i-0${inst.id}`, availabilityZone: zone });
+    store.setInstanceState(inst.id, 'running');
+    return inst.id;
+  };
+  const id = running('p3.2xlarge', 'us-east-1b');
+  return { store, clock, marked, rounds, interruptions, id, running };
 }
 
 describe('spot interruptions and rebalance recommendations in the controller', () => {
@@ -63,5 +77,58 @@ describe('spot interruptions and rebalance recommendations in the controller', (
     expect(interruptions.handle(id, { kind: 'spot-interruption', source: 'worker' })).toBe(false);
     expect(store.listEvents({ instanceId: id, kind: 'instance.spot-interruption' })).toHaveLength(1);
     expect(marked).toHaveLength(1);
+  });
+
+  it("a controller started again closes the pools of the last minutes' notices for the rest of their windows, once", () => {
+    const { store, clock, interruptions, id, running } = setup();
+    // Noticed before a restart at 1,100 s: p3.2xlarge in us-east-1b at 950 s and 1,000 s (the later window is the one
+    // left), c7i.large in us-east-1a at 920 s, its window over at the restart.
+    const older = running('c7i.large', 'us-east-1a');
+    const twin = running('p3.2xlarge', 'us-east-1b');
+    clock.now = 1100 - UNAVAILABLE_OFFERING_SECONDS;
+    expect(interruptions.handle(older, { kind: 'spot-interruption', source: 'worker' })).toBe(true);
+    clock.now = 950;
+    expect(interruptions.handle(twin, { kind: 'spot-interruption', source: 'worker' })).toBe(true);
+    clock.now = 1000;
+    expect(interruptions.handle(id, { kind: 'spot-interruption', source: 'interruption-queue' })).toBe(true);
+
+    // The restart: the same store, a provider that remembers nothing.
+    clock.now = 1100;
+    const restarted = () => {
+      const { provider, marked } = recordingProvider();
+      const rounds: string[] = [];
+      const spot = new SpotInterruptions({
+        store,
+        log: silentLogger,
+        provider,
+        requestRound: (reason) => rounds.push(reason),
+        clock,
+      });
+      return { spot, marked, rounds };
+    };
+    // Started again, the worker's repeated notice coming before any start-up pass: it closes the pool.
+    const noticeFirst = restarted();
+    expect(noticeFirst.spot.handle(id, { kind: 'spot-interruption', source: 'worker' })).toBe(false);
+    expect(noticeFirst.marked).toEqual([['p3.2xlarge', 'us-east-1b', 'spot', 1000]]);
+    expect(noticeFirst.spot.handle(id, { kind: 'spot-interruption', source: 'worker' })).toBe(false);
+    expect(noticeFirst.marked).toHaveLength(1);
+    expect(store.listEvents({ kind: 'instance.spot-interruption' })).toHaveLength(3);
+
+    // Started again: the start-up pass closes it.
+    const atStart = restarted();
+    expect(atStart.spot.reclosePools()).toBe(1);
+    expect(atStart.marked).toEqual([['p3.2xlarge', 'us-east-1b', 'spot', 1000]]);
+    // The worker repeats its notice and the queue redelivers it: the pool's window is not pushed on.
+    expect(atStart.spot.handle(id, { kind: 'spot-interruption', source: 'worker' })).toBe(false);
+    expect(atStart.spot.handle(id, { kind: 'spot-interruption', source: 'interruption-queue' })).toBe(false);
+    expect(atStart.spot.reclosePools()).toBe(0);
+    expect(atStart.marked).toHaveLength(1);
+    expect(atStart.rounds).toEqual([]);
+
+    // Started again once the window is over: nothing is closed.
+    clock.now = 1000 + UNAVAILABLE_OFFERING_SECONDS;
+    const late = restarted();
+    expect(late.spot.reclosePools()).toBe(0);
+    expect(late.marked).toEqual([]);
   });
 });

@@ -1,7 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
-import { applyPriceOverrides, catalogToFile, parseCatalog } from '../../src/core/catalog.js';
+import {
+  applyPriceOverrides,
+  catalogToFile,
+  findType,
+  parseCatalog,
+  setupSeconds,
+  type InstanceType,
+} from '../../src/core/catalog.js';
 import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../../src/core/model.js';
 import type { FamilyDemand } from '../../src/core/resources.js';
 import {
@@ -12,10 +19,19 @@ import {
   type SpotOffering,
 } from '../../src/core/spot.js';
 import { planCapViolation, planCapViolations } from '../../src/round/plan-caps.js';
+import { placeWaitingJobs } from '../../src/round/place-waiting.js';
 import { diffConfiguration } from '../../src/scheduler/actions.js';
+import { ColocationTable } from '../../src/scheduler/colocation-table.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
 import { plannedPricePerHour } from '../../src/scheduler/market-choice.js';
-import { expectedSpotCostPerHour, workAtRiskSeconds } from '../../src/scheduler/spot-cost.js';
+import type { PackTask } from '../../src/scheduler/packing.js';
+import { fullReconfiguration } from '../../src/scheduler/reconfiguration.js';
+import { PriceBook } from '../../src/scheduler/reservation-price.js';
+import {
+  expectedSpotCostPerHour,
+  interruptionDelaySeconds,
+  workAtRiskSeconds,
+} from '../../src/scheduler/spot-cost.js';
 
 const catalog = loadCatalogFile();
 
@@ -430,5 +446,166 @@ describe('a bound on the delay one interruption may cause', () => {
     expect(marketOf({ spotMaxDelaySeconds: 1200 })).toBe('spot');
     expect(marketOf({ spotMaxDelaySeconds: 1100 })).toBeUndefined();
     expect(marketOf({ spotMaxDelaySeconds: 1100, spot: 'preferred' })).toBeUndefined();
+  });
+
+  // The same new job next to `a`, running since 100 s on a spot p3.8xlarge (4 GPUs, 1 used) and checkpointed at
+  // 900 s: an interruption now would delay `a` 100 s of work + 120 s restore + the relaunch.
+  const running: SchedJob = {
+    id: 'a',
+    taskIds: ['a-t'],
+    reconfigurable: true,
+    arrivalSeconds: 0,
+    runningSinceSeconds: 100,
+    lastCheckpointSeconds: 900,
+    migrationDelaySeconds: 120,
+    checkpointIntervalSeconds: 1800,
+    expectedRemainingSeconds: 36_000,
+  };
+  const besideSpot = (a: Partial<SchedJob>, j: Partial<SchedJob>): ClusterSnapshot => ({
+    nowSeconds: 1000,
+    jobs: [
+      { ...running, ...a },
+      {
+        id: 'j',
+        taskIds: ['j-t'],
+        reconfigurable: true,
+        arrivalSeconds: 990,
+        migrationDelaySeconds: 120,
+        checkpointIntervalSeconds: 1800,
+        expectedRemainingSeconds: 36_000,
+        ...j,
+      },
+    ],
+    tasks: [
+      { id: 'a-t', jobId: 'a', key: 'w_node0', demand: { any: [1, 8, 61] }, instanceId: 'i-spot' },
+      { id: 'j-t', jobId: 'j', key: 'w_node0', demand: { any: [1, 8, 61] } },
+    ],
+    instances: [
+      {
+        id: 'i-spot',
+        typeName: 'p3.8xlarge',
+        state: 'running',
+        taskIds: ['a-t'],
+        market: 'spot',
+        placement: { zone: 'us-east-1b' },
+      },
+    ],
+  });
+  const hostOf = (snapshot: ClusterSnapshot, taskId: string) => {
+    const host = new EvaScheduler(catalog, { spot: true })
+      .plan(snapshot)
+      .configuration.instances.find((i) => i.taskIds.includes(taskId));
+    return host === undefined ? undefined : { id: host.isNew ? 'new' : host.id, market: host.market };
+  };
+
+  it('keeps the job out of the free room of a spot instance already running, as it buys its new one on demand', () => {
+    expect(hostOf(besideSpot({}, {}), 'j-t')).toEqual({ id: 'i-spot', market: 'spot' });
+    expect(hostOf(besideSpot({}, { spotMaxDelaySeconds: 1200 }), 'j-t')).toEqual({
+      id: 'i-spot',
+      market: 'spot',
+    });
+    expect(hostOf(besideSpot({}, { spotMaxDelaySeconds: 1100 }), 'j-t')).toEqual({
+      id: 'new',
+      market: undefined,
+    });
+    expect(hostOf(besideSpot({}, { spotMaxDelaySeconds: 1100, spot: 'preferred' }), 'j-t')).toEqual({
+      id: 'new',
+      market: undefined,
+    });
+  });
+
+  it('leaves a job past its bound on the spot instance it already runs on', () => {
+    const snapshot = besideSpot({ spotMaxDelaySeconds: 300 }, {});
+    expect(hostOf(snapshot, 'a-t')).toEqual({ id: 'i-spot', market: 'spot' });
+    expect(hostOf(snapshot, 'j-t')).toEqual({ id: 'i-spot', market: 'spot' });
+  });
+
+  it('lets Full Reconfiguration repack a task kept off spot onto the spot instance it is on, and no other', () => {
+    // A full spot p3.8xlarge: `a` (kept off spot) and three others, worth its price together at a co-location rate
+    // of 1. Repacked from scratch, the set may go back on it (no task moves); a task kept off spot that is not on it
+    // may not take its place.
+    const book = new PriceBook(catalog);
+    const demand: FamilyDemand = { any: [1, 8, 61] };
+    const task = (id: string, extra: Partial<PackTask>): PackTask => ({
+      id,
+      jobId: id,
+      key: 'w_node0',
+      demand,
+      rp: book.reservationPrice(demand),
+      jobTaskCount: 1,
+      ...extra,
+    });
+    const repacked = (kept: PackTask) => {
+      const tasks = [kept, ...['b', 'c', 'd'].map((id) => task(id, { currentInstanceId: 'i-spot' }))];
+      const drafts = fullReconfiguration({
+        book,
+        model: { table: new ColocationTable(1), throughputAware: true, multiTaskAware: true },
+        tasks: new Map(tasks.map((t) => [t.id, t])),
+        instances: [
+          {
+            id: 'i-spot',
+            type: findType(catalog, 'p3.8xlarge'),
+            taskIds: tasks.flatMap((t) => (t.currentInstanceId === 'i-spot' ? [t.id] : [])),
+          },
+        ],
+        pinnedTaskIds: new Set(),
+        maxMovedJobs: Number.POSITIVE_INFINITY,
+        spotInstanceIds: new Set(['i-spot']),
+      });
+      return drafts.map((d) => ({ id: d.isNew ? 'new' : d.id, taskIds: [...d.taskIds].sort() }));
+    };
+    expect(repacked(task('a', { currentInstanceId: 'i-spot', onDemandOnly: true }))).toEqual([
+      { id: 'i-spot', taskIds: ['a', 'b', 'c', 'd'] },
+    ]);
+    const elsewhere = repacked(task('a', { onDemandOnly: true }));
+    expect(elsewhere.find((d) => d.taskIds.includes('a'))?.id).toBe('new');
+  });
+
+  it('keeps the job off paid spot room between rounds too', () => {
+    const c7i = findType(catalog, 'c7i.2xlarge');
+    const demand: FamilyDemand = { c7i: [0, 4, 8] };
+    const job: SchedJob = {
+      id: 'j',
+      taskIds: ['j/t0'],
+      reconfigurable: true,
+      arrivalSeconds: 0,
+      migrationDelaySeconds: 120,
+      checkpointIntervalSeconds: 1800,
+      expectedRemainingSeconds: 600,
+    };
+    // Never run: half its checkpoint interval at risk, its restore, and the launch of its reservation-price type.
+    const delay = interruptionDelaySeconds(
+      job,
+      100,
+      setupSeconds(new PriceBook(catalog).minType(demand) as InstanceType),
+    );
+    const placed = (spotMaxDelaySeconds: number, spot: boolean) =>
+      placeWaitingJobs({
+        nowSeconds: 100,
+        jobs: [
+          {
+            id: 'j',
+            taskSeconds: 600,
+            tasks: [{ id: 'j/t0', demand, key: 'j_node0' }],
+            scheduled: { ...job, spotMaxDelaySeconds },
+          },
+        ],
+        instances: [
+          {
+            id: 'i-1',
+            type: c7i,
+            readyAtSeconds: 100,
+            tasks: [{ demand, key: 'occupant_node0' }],
+            spot,
+          },
+        ],
+        prices: new PriceBook(catalog),
+        admitted: () => ['j'],
+        bind: false,
+        capHoldsJobsBack: true,
+      }).map((p) => p.jobId);
+    expect(placed(delay + 1, true)).toEqual(['j']);
+    expect(placed(delay - 1, true)).toEqual([]);
+    expect(placed(delay - 1, false)).toEqual(['j']);
   });
 });

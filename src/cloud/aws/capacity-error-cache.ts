@@ -21,11 +21,17 @@ export class CapacityErrorCache {
     return `${typeName}@${zone}/${market}`;
   }
 
-  markUnavailable(typeName: string, zone: string, market: Market = 'on-demand'): void {
-    this.expiresAtMs.set(
-      CapacityErrorCache.key(typeName, zone, market),
-      this.nowMs() + this.ttlSeconds * 1000,
-    );
+  /** `sinceMs`: when the window opened (default now); an entry whose window is over already changes nothing. */
+  markUnavailable(
+    typeName: string,
+    zone: string,
+    market: Market = 'on-demand',
+    sinceMs: number = this.nowMs(),
+  ): void {
+    const expires = sinceMs + this.ttlSeconds * 1000;
+    if (expires <= this.nowMs()) return;
+    const key = CapacityErrorCache.key(typeName, zone, market);
+    this.expiresAtMs.set(key, Math.max(expires, this.expiresAtMs.get(key) ?? 0));
   }
 
   /**

@@ -538,8 +538,13 @@ export class Ec2Provider implements CloudProvider {
     return deleted.sort();
   }
 
-  markOfferingUnavailable(typeName: string, zone: string, market: Market): void {
-    this.capacityErrors.markUnavailable(typeName, zone, market);
+  markOfferingUnavailable(typeName: string, zone: string, market: Market, sinceSeconds?: number): void {
+    this.capacityErrors.markUnavailable(
+      typeName,
+      zone,
+      market,
+      sinceSeconds === undefined ? undefined : sinceSeconds * 1000,
+    );
   }
 
   isCapacityConstrained(typeName: string, market: Market = 'on-demand'): boolean {

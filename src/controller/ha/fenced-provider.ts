@@ -21,7 +21,12 @@ export interface LeadershipCheck {
  */
 export class FencedCloudProvider implements CloudProvider {
   readonly isCapacityConstrained?: (typeName: string, market?: Market) => boolean;
-  readonly markOfferingUnavailable?: (typeName: string, zone: string, market: Market) => void;
+  readonly markOfferingUnavailable?: (
+    typeName: string,
+    zone: string,
+    market: Market,
+    sinceSeconds?: number,
+  ) => void;
   readonly deletePlacementGroups?: (clusterName: string, keep: ReadonlySet<string>) => Promise<string[]>;
 
   constructor(
@@ -33,8 +38,8 @@ export class FencedCloudProvider implements CloudProvider {
       this.isCapacityConstrained = (typeName, market) =>
         inner.isCapacityConstrained?.(typeName, market) ?? false;
     if (inner.markOfferingUnavailable !== undefined)
-      this.markOfferingUnavailable = (typeName, zone, market) =>
-        inner.markOfferingUnavailable?.(typeName, zone, market);
+      this.markOfferingUnavailable = (typeName, zone, market, sinceSeconds) =>
+        inner.markOfferingUnavailable?.(typeName, zone, market, sinceSeconds);
     // A cloud call like the others: fenced. Left out, a shared state's controllers never deleted a placement group.
     const deleteGroups = inner.deletePlacementGroups?.bind(inner);
     if (deleteGroups !== undefined)

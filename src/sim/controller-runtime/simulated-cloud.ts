@@ -225,8 +225,13 @@ export class SimulatedCloud implements CloudProvider {
     );
   }
 
-  markOfferingUnavailable(typeName: string, zone: string, market: Market): void {
-    this.unavailable.markUnavailable(typeName, zone, market);
+  markOfferingUnavailable(typeName: string, zone: string, market: Market, sinceSeconds?: number): void {
+    this.unavailable.markUnavailable(
+      typeName,
+      zone,
+      market,
+      sinceSeconds === undefined ? undefined : sinceSeconds * 1000,
+    );
   }
 
   /**
