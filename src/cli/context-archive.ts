@@ -1,10 +1,15 @@
-import type { Dirent } from 'node:fs';
-import { lstat, readdir, readFile, readlink } from 'node:fs/promises';
-import { isAbsolute, join, posix, relative, sep } from 'node:path';
-import { gzipSync } from 'node:zlib';
+import type { Dirent, Stats } from 'node:fs';
+import { lstat, readdir, readFile, readlink, stat } from 'node:fs/promises';
+import { isAbsolute, join, posix, sep } from 'node:path';
+import { createGzip } from 'node:zlib';
 import dockerignore from '@balena/dockerignore';
 import { pack as tarPack, type Header } from 'tar-stream';
 import { MAX_LINK_HOPS, plainEntryName, unsafeEntryNameReason } from '../protocol/archive-entry-names.js';
+import {
+  DEFAULT_CONTEXT_LIMITS,
+  RATIO_CHECK_FROM_BYTES,
+  type ContextLimits,
+} from '../protocol/context-limits.js';
 
 /**
  * A Docker build context as a gzip-compressed POSIX tar (what `docker build` accepts), packed deterministically:
@@ -14,14 +19,22 @@ import { MAX_LINK_HOPS, plainEntryName, unsafeEntryNameReason } from '../protoco
  * `docker build` would. Symlinks are stored as links, never followed, so nothing outside the context is read.
  */
 
-/** Refuse contexts larger than this before compressing (the controller's default upload limit is 256 MiB). */
-export const MAX_CONTEXT_BYTES = 1024 * 1024 * 1024;
+/**
+ * The limits a context is packed within: the controller's defaults for an upload. The controller does not tell a
+ * client the limits it was configured with, so a context over its defaults is refused here, as packing reaches them,
+ * rather than compressed for minutes and then refused by the upload (a team the controller allows more cannot send
+ * more through `fleetwise submit`).
+ */
+export const PACK_LIMITS: ContextLimits = DEFAULT_CONTEXT_LIMITS;
 
 const BLOCK = 512;
+const MIB = 1024 * 1024;
 /** Dockerfile-like names a missing-Dockerfile error lists at most. */
 const MAX_LOOKALIKES = 5;
 /** Every entry's mtime: a fixed date, so rebuilding the archive from the same files gives the same bytes. */
 const EPOCH = new Date(0);
+/** Names are packed as UTF-8 (PAX headers say so): a name that is not cannot be sent as it is on disk. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 export interface PackedContext {
   readonly archive: Buffer;
@@ -40,88 +53,260 @@ export class MissingDockerfileError extends Error {
 /** Docker's Dockerfile when a build names none, and the lower-case name docker also takes for it. */
 const DEFAULT_DOCKERFILES = ['Dockerfile', 'dockerfile'];
 
+function describeBytes(bytes: number): string {
+  return bytes >= MIB ? `${Math.round((bytes / MIB) * 10) / 10} MiB` : `${bytes} bytes`;
+}
+
+/** Tar bytes an entry takes at least: its header block and its contents padded to whole blocks. */
+function entryBytes(stats: Stats): number {
+  return BLOCK + (stats.isFile() ? Math.ceil(stats.size / BLOCK) * BLOCK : 0);
+}
+
+/** A context's root: a directory, or a link to one (only the links inside it are packed as links). */
+async function requireDirectory(directory: string): Promise<void> {
+  const info = await stat(directory).catch(() => undefined);
+  if (info === undefined || !info.isDirectory())
+    throw new Error(`build context ${directory} is not a directory`);
+}
+
+function tooLarge(directory: string, maxExpandedBytes: number): Error {
+  return new Error(
+    `build context ${directory} is larger than ${describeBytes(maxExpandedBytes)} before compression, the ` +
+      "controller's default limit (buildContexts.maxExpandedBytes): leave files out with .dockerignore",
+  );
+}
+
+/**
+ * Check `directory` packs as a build context for `dockerfile` without reading a file: it is a directory holding the
+ * Dockerfile, every name in it that is packed can be, and what is packed is within `limits` before compression. Run
+ * for every file of a submission before anything is uploaded, so such a problem refuses them all.
+ */
+export async function checkContext(
+  directory: string,
+  dockerfile?: string,
+  limits: Partial<ContextLimits> = {},
+): Promise<void> {
+  const { maxExpandedBytes } = { ...PACK_LIMITS, ...limits };
+  await requireDirectory(directory);
+  await checkDockerfile(directory, dockerfile);
+  let estimate = 2 * BLOCK;
+  for await (const entry of contextEntries(directory, await DockerIgnore.load(directory, dockerfile))) {
+    estimate += entryBytes(entry.stats);
+    if (estimate > maxExpandedBytes) throw tooLarge(directory, maxExpandedBytes);
+  }
+}
+
 /**
  * Pack `directory` as a build context for `dockerfile` (a path inside it; Docker's default when undefined), which
- * must be in it (checkDockerfile).
+ * must be in it (checkDockerfile), within `limits` (the controller's defaults unless given): packing stops at the
+ * first byte over one.
  */
 export async function packContext(
   directory: string,
-  maxBytes: number = MAX_CONTEXT_BYTES,
+  limits: Partial<ContextLimits> = {},
   dockerfile?: string,
 ): Promise<PackedContext> {
-  const info = await lstat(directory).catch(() => undefined);
-  if (info === undefined || !info.isDirectory())
-    throw new Error(`build context ${directory} is not a directory`);
+  const { maxExpandedBytes, maxArchiveBytes, maxExpansionRatio } = { ...PACK_LIMITS, ...limits };
+  await requireDirectory(directory);
   await checkDockerfile(directory, dockerfile);
   const ignore = await DockerIgnore.load(directory, dockerfile);
-  const tooLarge = (): Error =>
-    new Error(`build context ${directory} is larger than ${maxBytes} bytes (add a .dockerignore?)`);
+  const overArchive = (): Error =>
+    new Error(
+      `build context ${directory} compresses to more than ${describeBytes(maxArchiveBytes)}, the controller's ` +
+        'default limit for an upload (buildContexts.maxArchiveBytes): leave files out with .dockerignore',
+    );
 
   const tar = tarPack();
+  const gzip = createGzip({ level: 6 });
   const chunks: Buffer[] = [];
-  let bytes = 0;
+  let tarBytes = 0;
+  let archiveBytes = 0;
+  // Compressed as it is written, so a context over the upload limit is known as soon as its archive passes it.
   tar.on('data', (data) => {
     const chunk = data as Buffer; // tar-stream emits Buffers on Node (b4a)
-    chunks.push(chunk);
-    bytes += chunk.length;
+    tarBytes += chunk.length;
+    if (!gzip.destroyed) gzip.write(chunk);
+  });
+  tar.once('end', () => {
+    if (!gzip.destroyed) gzip.end();
+  });
+  gzip.on('data', (chunk: Buffer) => {
+    archiveBytes += chunk.length;
+    if (archiveBytes > maxArchiveBytes) gzip.destroy(overArchive());
+    else chunks.push(chunk);
   });
   const ended = new Promise<void>((resolve, reject) => {
-    tar.once('end', resolve);
+    gzip.once('end', resolve);
+    gzip.once('error', reject);
     tar.once('error', reject);
   });
+  ended.catch(() => undefined); // awaited below; a failure mid-walk is thrown from there
+  let failed: Error | undefined;
+  gzip.once('error', (e) => (failed = e));
   // A lower bound of the archive's size (header blocks, padded contents, end marker; PAX records come on top),
   // checked before a file is read so that an oversized context fails without loading it.
   let estimate = 2 * BLOCK;
-  const add = (header: Header | Omit<Header, 'size'>, content?: Buffer): Promise<void> => {
-    estimate += BLOCK + Math.ceil((content?.length ?? 0) / BLOCK) * BLOCK;
-    if (estimate > maxBytes) throw tooLarge();
-    return new Promise((resolve, reject) => {
+  const add = async (header: Header, content?: Buffer): Promise<void> => {
+    if (failed !== undefined) throw failed;
+    await new Promise<void>((resolve, reject) => {
       const done = (err?: Error | null): void => (err ? reject(err) : resolve());
       if (content === undefined) tar.entry(header, done);
       else tar.entry(header, content, done);
     });
+    // Compression lags the tar: waiting for it keeps what is held in memory, and the overshoot, to a file.
+    if (!gzip.destroyed && gzip.writableNeedDrain)
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          gzip.off('drain', done);
+          gzip.off('close', done);
+          resolve();
+        };
+        gzip.on('drain', done);
+        gzip.on('close', done);
+      });
   };
   const owner = { uid: 0, gid: 0, uname: '', gname: '', mtime: EPOCH, devmajor: 0, devminor: 0 };
 
   let files = 0;
-  const walk = async (dir: string): Promise<void> => {
-    const names = (await readdir(dir)).sort();
-    for (const name of names) {
-      const path = join(dir, name);
-      const rel = relative(directory, path).split(sep).join('/');
-      const stat = await lstat(path);
-      if (ignore.ignores(rel)) {
-        // A `!pattern` may re-include something below an ignored directory: look inside without adding the
-        // directory, as docker does.
-        if (stat.isDirectory() && ignore.hasExceptions) await walk(path);
-        continue;
-      }
-      const mode = stat.mode & 0o7777;
-      if (stat.isDirectory()) {
-        await add({ ...owner, name: `${rel}/`, type: 'directory', mode, linkname: '', size: 0 });
-        await walk(path);
-      } else if (stat.isSymbolicLink()) {
-        await add({ ...owner, name: rel, type: 'symlink', mode, linkname: await readlink(path), size: 0 });
-      } else if (stat.isFile()) {
-        if (estimate + BLOCK + stat.size > maxBytes) throw tooLarge();
+  try {
+    for await (const { name, path, stats, linkname } of contextEntries(directory, ignore)) {
+      estimate += entryBytes(stats);
+      if (estimate > maxExpandedBytes) throw tooLarge(directory, maxExpandedBytes);
+      const mode = stats.mode & 0o7777;
+      if (stats.isDirectory())
+        await add({ ...owner, name: `${name}/`, type: 'directory', mode, linkname: '', size: 0 });
+      else if (linkname !== undefined)
+        await add({ ...owner, name, type: 'symlink', mode, linkname, size: 0 });
+      else {
         const content = await readFile(path);
-        await add({ ...owner, name: rel, type: 'file', mode, linkname: '', size: content.length }, content);
+        await add({ ...owner, name, type: 'file', mode, linkname: '', size: content.length }, content);
         files++;
       }
-      // Sockets, FIFOs and devices have no place in a build context: skipped, as docker does.
     }
-  };
-  try {
-    await walk(directory);
     tar.finalize();
     await ended;
   } catch (e) {
     tar.destroy();
+    gzip.destroy();
     throw e;
   }
-  if (bytes > maxBytes) throw tooLarge();
-  const uncompressed = Buffer.concat(chunks);
-  return { archive: gzipSync(uncompressed, { level: 6 }), files, uncompressedBytes: uncompressed.length };
+  if (tarBytes > maxExpandedBytes) throw tooLarge(directory, maxExpandedBytes);
+  // The controller refuses an archive that expands far more than source trees compress, as a decompression bomb.
+  if (tarBytes > RATIO_CHECK_FROM_BYTES && tarBytes > maxExpansionRatio * archiveBytes)
+    throw new Error(
+      `build context ${directory} compresses more than ${maxExpansionRatio} times (${describeBytes(tarBytes)} to ` +
+        `${describeBytes(archiveBytes)}), which the controller refuses by default as a decompression bomb ` +
+        '(buildContexts.maxExpansionRatio): leave the repetitive files out with .dockerignore',
+    );
+  return { archive: Buffer.concat(chunks), files, uncompressedBytes: tarBytes };
+}
+
+/** A file of a context as packed: its name in the archive, its path on disk and what it is. */
+interface ContextEntry {
+  /** '/'-separated, relative to the context. */
+  readonly name: string;
+  /** The bytes of its path on disk, which need not be UTF-8. */
+  readonly path: Buffer;
+  readonly stats: Stats;
+  /** A symlink's target, as stored. */
+  readonly linkname?: string;
+}
+
+/** A path inside a context as `.dockerignore` matches it and as a refusal shows it. */
+interface ContextPath {
+  /** Matched against `.dockerignore`: a byte that is not UTF-8 reads as U+FFFD. */
+  readonly matched: string;
+  /** Shown in errors: such a byte as \xNN. */
+  readonly shown: string;
+  /** Whether every name on it is UTF-8, and so can be packed. */
+  readonly utf8: boolean;
+}
+
+/**
+ * `raw` as UTF-8 where it is, each byte that is not as \xNN: a name as a message can show it.
+ */
+function escapedName(raw: Buffer): string {
+  let out = '';
+  for (let i = 0; i < raw.length;) {
+    const lead = raw[i] ?? 0;
+    const length = lead < 0x80 ? 1 : lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3 : 4;
+    const decoded = lead > 0xf4 ? undefined : utf8Text(raw.subarray(i, i + length));
+    if (decoded !== undefined && i + length <= raw.length) {
+      out += decoded;
+      i += length;
+    } else {
+      out += `\\x${lead.toString(16).padStart(2, '0')}`;
+      i++;
+    }
+  }
+  return out;
+}
+
+function utf8Text(raw: Buffer): string | undefined {
+  try {
+    return UTF8.decode(raw);
+  } catch {
+    return undefined;
+  }
+}
+
+function notUtf8(directory: string, shown: string): Error {
+  return new Error(
+    `build context ${directory} has ${shown}, whose name is not valid UTF-8: archive names are UTF-8, so it cannot ` +
+      'be packed as it is (rename it, or leave it out with .dockerignore)',
+  );
+}
+
+/**
+ * What of `directory` is packed, in archive order: every entry `.dockerignore` does not leave out, sorted by name,
+ * a directory before what it holds. Names are read as bytes, so one that is not UTF-8 is found by its own name (and
+ * refused unless `.dockerignore` leaves it out). Sockets, FIFOs and devices have no place in a build context: skipped,
+ * as docker does.
+ */
+async function* contextEntries(directory: string, ignore: DockerIgnore): AsyncGenerator<ContextEntry> {
+  const separator = Buffer.from(sep);
+  async function* walk(dir: Buffer, at: ContextPath | undefined): AsyncGenerator<ContextEntry> {
+    const names = (await readdir(dir, { encoding: 'buffer' })).map((raw) => {
+      const text = utf8Text(raw);
+      return { raw, text, matched: text ?? raw.toString('utf8') };
+    });
+    // Sorted as JavaScript sorts strings (UTF-16 code units), the order archives were always packed in.
+    names.sort((a, b) =>
+      a.matched < b.matched ? -1 : a.matched > b.matched ? 1 : Buffer.compare(a.raw, b.raw),
+    );
+    for (const { raw, text, matched } of names) {
+      const shownName = text ?? escapedName(raw);
+      const rel: ContextPath = {
+        matched: at === undefined ? matched : `${at.matched}/${matched}`,
+        shown: at === undefined ? shownName : `${at.shown}/${shownName}`,
+        utf8: text !== undefined && (at?.utf8 ?? true),
+      };
+      const path = Buffer.concat([dir, separator, raw]);
+      if (ignore.ignores(rel.matched)) {
+        // A `!pattern` may re-include something below an ignored directory: look inside without adding the
+        // directory, as docker does.
+        if (ignore.hasExceptions && (await lstat(path)).isDirectory()) yield* walk(path, rel);
+        continue;
+      }
+      if (!rel.utf8) throw notUtf8(directory, rel.shown);
+      const stats = await lstat(path);
+      if (stats.isDirectory()) {
+        yield { name: rel.matched, path, stats };
+        yield* walk(path, rel);
+      } else if (stats.isSymbolicLink()) {
+        const target = await readlink(path, { encoding: 'buffer' });
+        const linkname = utf8Text(target);
+        if (linkname === undefined)
+          throw new Error(
+            `build context ${directory} has ${rel.shown}, a symlink to ${escapedName(target)}, which is not ` +
+              'valid UTF-8: archive names are UTF-8, so it cannot be packed as it is (change the link, or ' +
+              'leave it out with .dockerignore)',
+          );
+        yield { name: rel.matched, path, stats, linkname };
+      } else if (stats.isFile()) yield { name: rel.matched, path, stats };
+    }
+  }
+  yield* walk(Buffer.from(directory), undefined);
 }
 
 /**
@@ -245,7 +430,7 @@ async function linkProblem(
  * `.dockerignore` with Docker's semantics (@balena/dockerignore follows moby's matcher: Go `filepath.Match` globs
  * with `[...]` classes and `\` escapes, `**` across directories, `!` exceptions where the last matching line wins,
  * a pattern matching a parent directory excluding what is below it, paths cleaned like Go's `filepath.Clean`).
- * Like the docker CLI, the `.dockerignore` and the Dockerfile themselves are always sent: the builder needs them.
+ * Like the docker CLI, the ignore file and the Dockerfile themselves are always sent: the builder needs them.
  */
 export class DockerIgnore {
   private constructor(
@@ -253,17 +438,33 @@ export class DockerIgnore {
     readonly hasExceptions: boolean,
   ) {}
 
+  /**
+   * The ignore file of a build of `dockerfile` in `directory`, as BuildKit reads it: the Dockerfile's own
+   * (`docker/Dockerfile.prod.dockerignore` beside `docker/Dockerfile.prod`, `Dockerfile.dockerignore` for the
+   * default) where there is one, in place of the context's `.dockerignore`.
+   */
   static async load(directory: string, dockerfile?: string): Promise<DockerIgnore> {
-    const text = await readFile(join(directory, '.dockerignore'), 'utf8').catch(() => '');
-    return DockerIgnore.parse(text, dockerfile);
+    const own = `${dockerfile === undefined ? 'Dockerfile' : plainEntryName(dockerfile)}.dockerignore`;
+    const text =
+      dockerfile !== undefined && unsafeEntryNameReason(dockerfile) !== undefined
+        ? undefined
+        : await readFile(join(directory, own), 'utf8').catch(() => undefined);
+    if (text !== undefined) return DockerIgnore.parse(text, dockerfile, own);
+    return DockerIgnore.parse(
+      await readFile(join(directory, '.dockerignore'), 'utf8').catch(() => ''),
+      dockerfile,
+    );
   }
 
-  static parse(text: string, dockerfile?: string): DockerIgnore {
+  /** The rules of `text`, read from `ignoreFile` (packed, as the Dockerfile is, whatever the rules say). */
+  static parse(text: string, dockerfile?: string, ignoreFile = '.dockerignore'): DockerIgnore {
     const lines = text.split(/\r?\n/).map((l) => l.trim());
     const matcher = dockerignore.default({ ignorecase: false }).add(lines);
     const dockerfiles =
       dockerfile === undefined ? DEFAULT_DOCKERFILES : [posix.normalize(dockerfile).replace(/^\/+/, '')];
-    const kept = ['.dockerignore', ...dockerfiles].filter((f) => matcher.ignores(f));
+    const kept = [...new Set(['.dockerignore', ignoreFile, ...dockerfiles])].filter((f) =>
+      matcher.ignores(f),
+    );
     if (kept.length > 0) matcher.add(kept.map((f) => `!${f}`));
     const hasExceptions = kept.length > 0 || lines.some((l) => /^!\s*\S/.test(l));
     return new DockerIgnore(matcher, hasExceptions);

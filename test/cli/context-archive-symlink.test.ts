@@ -119,3 +119,24 @@ describe('a Dockerfile that is a symlink', () => {
     );
   });
 });
+
+describe('a build context directory that is itself a symlink', () => {
+  it('is packed as the directory it leads to, the links inside it still packed as links', async () => {
+    writeFileSync(join(ctx, 'Dockerfile'), 'FROM busybox\n');
+    symlinkSync('app.sh', join(ctx, 'start'));
+    const absolute = join(repo, 'api-absolute');
+    const relative = join(repo, 'api-relative');
+    symlinkSync(ctx, absolute);
+    symlinkSync(join('services', 'api'), relative);
+    const direct = await packContext(ctx);
+    for (const link of [absolute, relative]) {
+      await expect(checkDockerfile(link), link).resolves.toBeUndefined();
+      expect((await packContext(link)).archive.equals(direct.archive), link).toBe(true);
+    }
+    // A link to a file is no context.
+    symlinkSync(join(ctx, 'app.sh'), join(repo, 'file-link'));
+    await expect(packContext(join(repo, 'file-link'))).rejects.toThrow(
+      `build context ${join(repo, 'file-link')} is not a directory`,
+    );
+  });
+});

@@ -1,10 +1,11 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { gunzipSync } from 'node:zlib';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  checkContext,
   checkDockerfile,
   DockerIgnore,
   MissingDockerfileError,
@@ -190,7 +191,118 @@ describe('packContext', () => {
 
   it('refuses a missing directory and a context over the size limit', async () => {
     await expect(packContext(join(dir, 'nope'))).rejects.toThrow(/is not a directory/);
-    await expect(packContext(dir, 4096)).rejects.toThrow(/larger than 4096 bytes/);
+    await expect(packContext(dir, { maxExpandedBytes: 4096 })).rejects.toThrow(
+      /larger than 4096 bytes before compression, the controller's default limit/,
+    );
+    await expect(checkContext(dir, undefined, { maxExpandedBytes: 4096 })).rejects.toThrow(
+      /larger than 4096 bytes before compression/,
+    );
+  });
+
+  it('refuses an archive over the upload limit as it is compressed, and one the controller takes for a bomb', async () => {
+    const ctx = mkdtempSync(join(tmpdir(), 'fleetwise-ctx-limits-'));
+    try {
+      writeFileSync(join(ctx, 'Dockerfile'), 'FROM busybox\n');
+      writeFileSync(join(ctx, 'zeros.bin'), Buffer.alloc(300 * 1024));
+      // 300 KiB of zeros compresses to well under the limit: what counts is the archive as uploaded.
+      const small = await packContext(ctx, { maxArchiveBytes: 64 * 1024 });
+      expect(small.uncompressedBytes).toBeGreaterThan(300 * 1024);
+      expect(small.archive.length).toBeLessThan(64 * 1024);
+      expect(gzipSync(gunzipSync(small.archive), { level: 6 }).equals(small.archive)).toBe(true);
+      writeFileSync(join(ctx, 'noise.bin'), randomBytes(300 * 1024));
+      await expect(packContext(ctx, { maxArchiveBytes: 64 * 1024 })).rejects.toThrow(
+        `build context ${ctx} compresses to more than 65536 bytes, the controller's default limit for an upload ` +
+          '(buildContexts.maxArchiveBytes): leave files out with .dockerignore',
+      );
+      // The controller's defaults: 20 MiB of zeros expands over 100 times its archive.
+      rmSync(join(ctx, 'noise.bin'));
+      writeFileSync(join(ctx, 'zeros.bin'), Buffer.alloc(20 * 1024 * 1024));
+      await expect(packContext(ctx)).rejects.toThrow(
+        /compresses more than 100 times \(20 MiB to \d+ bytes\), which the controller refuses by default as a decompression bomb/,
+      );
+    } finally {
+      rmSync(ctx, { recursive: true, force: true });
+    }
+  });
+
+  it('reads names as bytes: one that is not UTF-8 is refused by name unless .dockerignore leaves it out', async () => {
+    const ctx = mkdtempSync(join(tmpdir(), 'fleetwise-ctx-bytes-'));
+    const latin1 = (name: string): Buffer => Buffer.from(name, 'latin1');
+    try {
+      writeFileSync(join(ctx, 'Dockerfile'), 'FROM busybox\n');
+      mkdirSync(join(ctx, 'data'));
+      writeFileSync(Buffer.concat([Buffer.from(`${ctx}/data/`), latin1('caf\xe9.txt')]), 'x');
+      writeFileSync(join(ctx, 'data', 'keep.txt'), 'k');
+      const refusal =
+        `build context ${ctx} has data/caf\\xe9.txt, whose name is not valid UTF-8: archive names are UTF-8, so it ` +
+        'cannot be packed as it is (rename it, or leave it out with .dockerignore)';
+      await expect(packContext(ctx)).rejects.toThrow(refusal);
+      await expect(checkContext(ctx)).rejects.toThrow(refusal);
+      writeFileSync(join(ctx, '.dockerignore'), 'data/caf*\n');
+      const paths = (archive: Buffer): string[] => readTar(gunzipSync(archive)).map((e) => e.path);
+      expect(paths((await packContext(ctx)).archive)).toEqual([
+        '.dockerignore',
+        'Dockerfile',
+        'data/',
+        'data/keep.txt',
+      ]);
+      await expect(checkContext(ctx)).resolves.toBeUndefined();
+      // Below a directory left out whose own name is not UTF-8, where a `!` exception makes the walk look inside.
+      mkdirSync(Buffer.concat([Buffer.from(`${ctx}/`), latin1('d\xe9p\xf4t')]));
+      writeFileSync(Buffer.concat([Buffer.from(`${ctx}/`), latin1('d\xe9p\xf4t/x')]), 'x');
+      writeFileSync(join(ctx, '.dockerignore'), 'd*\n!data\ndata/caf*\n');
+      expect(paths((await packContext(ctx)).archive)).toEqual([
+        '.dockerignore',
+        'Dockerfile',
+        'data/',
+        'data/keep.txt',
+      ]);
+      writeFileSync(join(ctx, '.dockerignore'), 'data/caf*\nd*\n!d*/x\n');
+      await expect(packContext(ctx)).rejects.toThrow(`has d\\xe9p\\xf4t/x, whose name is not valid UTF-8`);
+    } finally {
+      rmSync(ctx, { recursive: true, force: true });
+    }
+  });
+
+  it("honours the Dockerfile's own ignore file in place of .dockerignore, as BuildKit does", async () => {
+    const ctx = mkdtempSync(join(tmpdir(), 'fleetwise-ctx-own-ignore-'));
+    try {
+      mkdirSync(join(ctx, 'docker'));
+      mkdirSync(join(ctx, 'bin'));
+      writeFileSync(join(ctx, 'docker', 'Dockerfile.prod'), 'FROM busybox\nCOPY . /app\n');
+      writeFileSync(join(ctx, 'docker', 'Dockerfile.prod.dockerignore'), '.env\ndocker\n');
+      writeFileSync(join(ctx, 'Dockerfile'), 'FROM busybox\n');
+      writeFileSync(join(ctx, '.dockerignore'), 'bin\n');
+      writeFileSync(join(ctx, '.env'), 'SECRET=1\n');
+      writeFileSync(join(ctx, 'bin', 'run.sh'), 'echo hi\n');
+      const paths = async (dockerfile?: string): Promise<string[]> =>
+        readTar(gunzipSync((await packContext(ctx, undefined, dockerfile)).archive)).map((e) => e.path);
+      // Its own rules alone: .env is left out, bin (which .dockerignore leaves out) is not; the ignore file and the
+      // Dockerfile are packed, so a build on the worker reads the same rules.
+      expect(await paths('docker/Dockerfile.prod')).toEqual([
+        '.dockerignore',
+        'Dockerfile',
+        'bin/',
+        'bin/run.sh',
+        'docker/Dockerfile.prod',
+        'docker/Dockerfile.prod.dockerignore',
+      ]);
+      expect(await paths('./docker//Dockerfile.prod')).toContain('docker/Dockerfile.prod.dockerignore');
+      // Another Dockerfile, and the default one, read .dockerignore until they have their own.
+      expect(await paths()).toEqual([
+        '.dockerignore',
+        '.env',
+        'Dockerfile',
+        'docker/',
+        'docker/Dockerfile.prod',
+        'docker/Dockerfile.prod.dockerignore',
+      ]);
+      writeFileSync(join(ctx, 'Dockerfile.dockerignore'), '.env\n');
+      expect(await paths()).not.toContain('.env');
+      expect(await paths()).toContain('bin/run.sh');
+    } finally {
+      rmSync(ctx, { recursive: true, force: true });
+    }
   });
 });
 

@@ -296,13 +296,23 @@ describe('build context uploads (fake controller: limits and checks)', () => {
       body: JSON.stringify(job(body.ref ?? '')),
     });
     expect(answer.status).toBe(201);
-    // A dry run checks the spec without its contexts (nothing runs; `submit --dry-run` uploads none).
+    // A dry run checks the contexts as a submission does (`submit --dry-run` uploads them first): one the store
+    // does not hold is refused, naming the field, so a dry run that passes means the submission will.
     const dry = await fetch(`${server.url}/v1/jobs?dryRun=true`, {
       method: 'POST',
       headers: { authorization: `Bearer ${VISION_TOKEN}`, 'content-type': 'application/json' },
       body: JSON.stringify(job('./ctx')),
     });
-    expect(dry.status).toBe(200);
+    expect(dry.status).toBe(400);
+    expect(((await dry.json()) as { details: string[] }).details).toEqual([
+      expect.stringContaining('tasks.1.build.context: "./ctx" is not an uploaded build context'),
+    ]);
+    const stored = await fetch(`${server.url}/v1/jobs?dryRun=true`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${VISION_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify(job(body.ref ?? '')),
+    });
+    expect(stored.status).toBe(200);
   });
 });
 

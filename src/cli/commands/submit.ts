@@ -1,7 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { statSync } from 'node:fs';
-import { lstat, readFile } from 'node:fs/promises';
-import { dirname, isAbsolute, resolve } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { isNode, LineCounter, parseDocument } from 'yaml';
 import { z } from 'zod';
@@ -26,12 +24,11 @@ import {
 } from '../client.js';
 import type { DryRunResponse, JobSummaryResponse } from '../api-responses.js';
 import { RESUBMISSION_KEY_PREFIX } from '../resubmission.js';
-import { checkDockerfile, MissingDockerfileError, packContext } from '../context-archive.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { formatDollars, formatIdList, formatTable, formatTime } from '../table.js';
 import { terminalSafe, terminalSafeDeep } from '../terminal-text.js';
 import { catalogHostingAnyDemand, withLines, type FieldPath } from '../spec-lines.js';
-import { parseBuildContextRef } from '../../protocol/object-keys.js';
+import { BuildContexts, type RawSpec } from '../submit-contexts.js';
 
 interface SubmitOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -47,15 +44,13 @@ interface SubmitOptions extends ConnectionOptions {
 /** A spec without `team` is submitted for the token's team; this stands in for it in the local checks only. */
 const LOCAL_TEAM_PLACEHOLDER = 'token-team';
 
-type RawSpec = Record<string, unknown> & { tasks?: unknown };
-/** A task's `build` in object form (validated by checkSpecFile before upload). */
-interface RawBuild {
-  readonly context: string;
-  readonly dockerfile?: string | undefined;
-}
-
 /** `submit -` reads the spec from standard input (a `build:` directory is then relative to the working directory). */
 const STDIN = '-';
+
+/** How problems name a file. */
+function sourceOf(file: string): string {
+  return file === STDIN ? 'standard input' : file;
+}
 
 async function readStdin(): Promise<string> {
   if (process.stdin.isTTY)
@@ -87,7 +82,7 @@ export async function checkSpecFile(
   prepare: (raw: RawSpec) => RawSpec = (raw) => raw,
   catalog?: GivenCatalog,
 ): Promise<CheckedSpecFile> {
-  const source = file === STDIN ? 'standard input' : file;
+  const source = sourceOf(file);
   let text: string;
   try {
     text = file === STDIN ? await readStdin() : await readFile(file, 'utf8');
@@ -154,107 +149,6 @@ function checkSpec(spec: RawSpec, source: string, lineAt: (path: FieldPath) => n
   }
 }
 
-/** A task of a spec file, with its `build` as a local directory and the Dockerfile in it, if it has one. */
-interface SpecTask {
-  readonly index: number;
-  readonly task: unknown;
-  readonly build?: { readonly directory: string; readonly dockerfile?: string | undefined };
-}
-
-/** The tasks of a spec file; a `build.context` is relative to the file unless absolute. */
-function buildsOf(raw: RawSpec, file: string): SpecTask[] {
-  if (!Array.isArray(raw.tasks)) return [];
-  return (raw.tasks as unknown[]).map((task, index) => {
-    const build = (task as { build?: unknown }).build;
-    if (build === undefined) return { index, task };
-    const { context, dockerfile } =
-      typeof build === 'string' ? { context: build, dockerfile: undefined } : (build as RawBuild);
-    // A context already uploaded (as `fleetwise job ID --json` shows a spec) goes as it is: the controller admits it
-    // for the team that uploaded it. Only a local directory is packed and uploaded.
-    if (typeof context === 'string' && parseBuildContextRef(context) !== undefined && !isDirectory(context))
-      return { index, task };
-    return {
-      index,
-      task,
-      build: { directory: isAbsolute(context) ? context : resolve(dirname(file), context), dockerfile },
-    };
-  });
-}
-
-function isDirectory(path: string): boolean {
-  return statSync(path, { throwIfNoEntry: false })?.isDirectory() === true;
-}
-
-/** The field a build context's problem is reported at: the Dockerfile's when it is missing, else the context's. */
-function buildProblem(index: number, e: unknown, dockerfile: string | undefined): string {
-  const field = e instanceof MissingDockerfileError && dockerfile !== undefined ? 'dockerfile' : 'context';
-  return `tasks.${index}.build.${field}: ${(e as Error).message}`;
-}
-
-/**
- * Refuse a spec whose build contexts lack the Dockerfile they name, before anything is submitted or dry-run: the job
- * would otherwise queue, launch an instance and fail its build there.
- */
-async function checkBuildContexts(raw: RawSpec, file: string): Promise<void> {
-  const problems: string[] = [];
-  for (const { index, build } of buildsOf(raw, file)) {
-    if (build === undefined) continue;
-    const info = await lstat(build.directory).catch(() => undefined);
-    if (info === undefined || !info.isDirectory())
-      problems.push(`tasks.${index}.build.context: build context ${build.directory} is not a directory`);
-    else
-      await checkDockerfile(build.directory, build.dockerfile).catch((e: unknown) =>
-        problems.push(buildProblem(index, e, build.dockerfile)),
-      );
-  }
-  if (problems.length > 0) throw new ValidationError(file === STDIN ? 'standard input' : file, problems);
-}
-
-/**
- * Upload each task's local `build.context` directory (relative to the spec file) and point the spec at the stored
- * copy. The same directory (and Dockerfile) used by several tasks is uploaded once.
- */
-async function uploadBuildContexts(
-  raw: RawSpec,
-  file: string,
-  client: FleetwiseClient,
-  log: (line: string) => void,
-): Promise<RawSpec> {
-  if (!Array.isArray(raw.tasks)) return raw;
-  const uploaded = new Map<string, string>();
-  const tasks: unknown[] = [];
-  for (const { index, task, build: local } of buildsOf(raw, file)) {
-    const build = (task as { build?: unknown }).build;
-    if (local === undefined) {
-      tasks.push(task);
-      continue;
-    }
-    const { directory, dockerfile } = local;
-    // The Dockerfile is always packed, even when .dockerignore excludes it: one archive per directory and Dockerfile.
-    const key = `${directory}\0${dockerfile ?? ''}`;
-    let ref = uploaded.get(key);
-    if (ref === undefined) {
-      let packed;
-      try {
-        packed = await packContext(directory, undefined, dockerfile);
-      } catch (e) {
-        throw new ValidationError(file, [buildProblem(index, e, dockerfile)]);
-      }
-      const stored = await client.uploadContext(packed.archive);
-      ref = stored.ref;
-      uploaded.set(key, ref);
-      log(
-        `uploaded build context ${directory} (${packed.files} files, ${packed.archive.length} bytes) as ${ref}\n`,
-      );
-    }
-    tasks.push({
-      ...(task as object),
-      build: typeof build === 'string' ? ref : { ...(build as object), context: ref },
-    });
-  }
-  return { ...raw, tasks };
-}
-
 export function registerSubmit(program: Command): void {
   addConnectionOptions(
     program
@@ -298,7 +192,8 @@ export function registerSubmit(program: Command): void {
       )
       .option(
         '--dry-run',
-        "validate on the controller and show each task's instance type, $/hour and the ETA it would get now; submit nothing",
+        "validate on the controller and show each task's instance type, $/hour and the ETA it would get now; submit " +
+          'nothing (build: directories are uploaded, for the controller to check)',
       ),
   ).action(async (files: string[], options: SubmitOptions) => {
     if (files.filter((f) => f === STDIN).length > 1)
@@ -329,16 +224,23 @@ export function registerSubmit(program: Command): void {
         ),
       );
     const specs = checked.map((c) => c.raw);
-    for (const [i, file] of files.entries()) await checkBuildContexts(specs[i] as RawSpec, file);
+    const contexts = new BuildContexts((line) => process.stderr.write(line));
+    for (const [i, file] of files.entries()) await contexts.check(specs[i] as RawSpec, file, sourceOf(file));
     const baseKey = options.idempotencyKey ?? randomUUID();
     const keys = submissionKeys(baseKey, files.length, options.idempotencyKey !== undefined);
     if (options.perIndex === true) checkPerIndex(files, specs, options.chain === true);
     else if (options.chain === true) checkChainAfterArrays(files, specs);
     if (options.chain === true) checkChainSteps(files, checked, options.perIndex === true);
     const client = FleetwiseClient.fromOptions(options);
-    // The controller checks what only it knows: the token's team, dependencies, its catalog, its run limits. A step
-    // of a chain is checked without the step before it, which does not exist yet (checkChainSteps counted it).
-    // Build contexts are not uploaded: nothing runs, and the controller checks the spec without them.
+    // Every file's build contexts are uploaded before any file is dry-run or submitted (an upload makes no job): the
+    // controller refusing one (its size, its form) then leaves none submitted, and the dry runs check the references
+    // the submissions send. A dry run uploads them too, so the controller checks them.
+    const sent: RawSpec[] = [];
+    for (const [i, file] of files.entries())
+      sent.push(await contexts.upload(specs[i] as RawSpec, file, sourceOf(file), client));
+    // The controller checks what only it knows: the token's team, dependencies, its catalog, its run limits, whether
+    // the team may build from each context. A step of a chain is checked without the step before it, which does not
+    // exist yet (checkChainSteps counted it).
     const teams: (string | undefined)[] = [];
     /**
      * Files the controller answered while they were checked: refused by their dry run, yet submitted by an earlier
@@ -349,14 +251,14 @@ export function registerSubmit(program: Command): void {
     // A step of a chain is sent waiting for the jobs of the step before it.
     const stepSpec = (i: number, previous: JobSummaryResponse | undefined): RawSpec =>
       options.chain !== true || previous === undefined
-        ? (specs[i] as RawSpec)
+        ? (sent[i] as RawSpec)
         : options.perIndex === true
-          ? withDependencies(specs[i] as RawSpec, [{ jobId: previous.id, type: 'N_TO_N' }])
-          : withDependencies(specs[i] as RawSpec, previous.arrayJobIds ?? [previous.id]);
+          ? withDependencies(sent[i] as RawSpec, [{ jobId: previous.id, type: 'N_TO_N' }])
+          : withDependencies(sent[i] as RawSpec, previous.arrayJobIds ?? [previous.id]);
     for (const [i, file] of files.entries()) {
       let view: DryRunResponse;
       try {
-        view = await client.dryRunJob(specs[i], { onResend: sayDryRunResending(file) });
+        view = await client.dryRunJob(sent[i], { onResend: sayDryRunResending(file) });
       } catch (e) {
         // A dry run cannot tell whether the key made this file's jobs before; its keyed submission can, and is sent
         // only for a file the controller refuses (a file it would take is never submitted before the others are
@@ -371,12 +273,12 @@ export function registerSubmit(program: Command): void {
           (options.chain === true && i > 0 && previous === undefined)
         )
           throw refusedFile(file, e, checked[i] as CheckedSpecFile);
-        const raw = await uploadBuildContexts(stepSpec(i, previous), file, client, (l) =>
-          process.stderr.write(l),
-        );
         let job: SubmittedJob;
         try {
-          job = await client.submitJob(raw, { idempotencyKey: keys[i], onResend: sayResending(file) });
+          job = await client.submitJob(stepSpec(i, previous), {
+            idempotencyKey: keys[i],
+            onResend: sayResending(file),
+          });
         } catch (again) {
           sayAlreadySubmitted([...answered.values()].filter(madeNow));
           throw refusedFile(file, again, checked[i] as CheckedSpecFile);
@@ -410,10 +312,10 @@ export function registerSubmit(program: Command): void {
       else
         try {
           // A step after an array waits for every job of it.
-          const raw = await uploadBuildContexts(stepSpec(i, previous), file, client, (l) =>
-            process.stderr.write(l),
-          );
-          job = await client.submitJob(raw, { idempotencyKey: keys[i], onResend: sayResending(file) });
+          job = await client.submitJob(stepSpec(i, previous), {
+            idempotencyKey: keys[i],
+            onResend: sayResending(file),
+          });
         } catch (e) {
           sayAlreadySubmitted(submitted);
           const lost = e instanceof ConnectionError || (e instanceof ApiError && e.status >= 500);

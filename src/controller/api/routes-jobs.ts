@@ -120,8 +120,10 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       const principal = context.principal(request);
       const { dryRun } = parseWith(submitQuery, request.query, 'query');
       const spec = specFromBody(bodyOf(request.body), principal, context.priceBook);
-      // A dry run checks the spec without its build contexts (fleetwise submit --dry-run uploads none), and its
-      // dependencies as a submission would.
+      // A dry run checks what a submission would: its build contexts (`fleetwise submit` uploads them before it
+      // dry-runs any file, so a context refused here refuses the command before it submits anything) and its
+      // dependencies.
+      await requireUploadedContexts(spec, principal, service);
       if (dryRun) {
         // An array's jobs are checked as a submission checks them; it is predicted as its first job, with what that
         // one would wait for.
@@ -156,7 +158,6 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
           );
         return dryRunView(spec, context.priceBook, eta, warnings, undefined, service.spotMarket === true);
       }
-      await requireUploadedContexts(spec, principal, service);
       const key = idempotencyKeyOf(request.headers);
       const array = arraySubmissionSize(spec) !== undefined;
       const submissionKey =

@@ -164,33 +164,65 @@ const demandSchema = z
 const DOCKERFILE_RULE =
   'a path inside the build context, relative to it (e.g. Dockerfile.gpu or docker/Dockerfile)';
 
+const buildContextSchema = z.string().min(1, 'a build context directory');
+
+const buildObjectSchema = z.strictObject({
+  context: buildContextSchema,
+  dockerfile: z
+    .string()
+    .min(1)
+    .superRefine((path, ctx) => {
+      const unsafe = unsafeEntryNameReason(path);
+      if (unsafe !== undefined) ctx.addIssue({ code: 'custom', message: `${unsafe}: ${DOCKERFILE_RULE}` });
+      else if (plainEntryName(path) === '')
+        ctx.addIssue({
+          code: 'custom',
+          message: `names the context directory itself: ${DOCKERFILE_RULE}`,
+        });
+    })
+    .describe(`The Dockerfile: ${DOCKERFILE_RULE} (default Dockerfile)`)
+    .optional(),
+});
+
+/** How `build` is written, for the generated JSON Schema (buildSchema checks it by hand). */
+const { $schema: _dialect, ...BUILD_JSON_SCHEMA } = z.toJSONSchema(
+  z.union([buildContextSchema, buildObjectSchema]),
+  { target: 'openapi-3.0', io: 'input' },
+);
+
+/**
+ * A directory, or `{context, dockerfile}`: the form is told by the value's type, so a mistake in the object names its
+ * field (`build.context: required`), where a union of the two forms says only that neither matched.
+ */
 const buildSchema = z
-  .union([
-    z.string().min(1, 'a build context directory'),
-    z.strictObject({
-      context: z.string().min(1, 'a build context directory'),
-      dockerfile: z
-        .string()
-        .min(1)
-        .superRefine((path, ctx) => {
-          const unsafe = unsafeEntryNameReason(path);
-          if (unsafe !== undefined)
-            ctx.addIssue({ code: 'custom', message: `${unsafe}: ${DOCKERFILE_RULE}` });
-          else if (plainEntryName(path) === '')
-            ctx.addIssue({
-              code: 'custom',
-              message: `names the context directory itself: ${DOCKERFILE_RULE}`,
-            });
-        })
-        .describe(`The Dockerfile: ${DOCKERFILE_RULE} (default Dockerfile)`)
-        .optional(),
-    }),
-  ])
-  .transform((b): BuildSpec => (typeof b === 'string' ? { context: b } : b))
-  .describe(
-    'A Docker build context directory (relative to the spec file unless absolute, or an uploaded context), ' +
+  .unknown()
+  .transform((value, ctx): BuildSpec => {
+    const parsed =
+      typeof value === 'string'
+        ? buildContextSchema.safeParse(value)
+        : typeof value === 'object' && value !== null && !Array.isArray(value)
+          ? buildObjectSchema.safeParse(value)
+          : undefined;
+    if (parsed === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        message:
+          'expected a build context directory, or {context, dockerfile} (e.g. {context: ., dockerfile: Dockerfile.gpu})',
+      });
+      return z.NEVER;
+    }
+    if (!parsed.success) {
+      for (const issue of parsed.error.issues) ctx.addIssue({ ...issue });
+      return z.NEVER;
+    }
+    return typeof parsed.data === 'string' ? { context: parsed.data } : parsed.data;
+  })
+  .meta({
+    ...BUILD_JSON_SCHEMA,
+    description:
+      'A Docker build context directory (relative to the spec file unless absolute, or an uploaded context), ' +
       'or {context, dockerfile}',
-  );
+  });
 
 /**
  * No NUL byte: a process argument or environment value is a C string, so one would fail at start (or be cut short),
