@@ -29,6 +29,8 @@ export function admissionInfo(
       runBeganSeconds: () =>
         currentRunBegan(jobTransitions(store.listEvents({ jobId, kind: 'job.state' }))) ??
         job.startedAtSeconds,
+      // Attained service on the model's time scale: a spec's stages sum to its expectedDurationSeconds (within 1%,
+      // job-spec/parse.ts), which is taken from them when not declared.
       success:
         success === undefined
           ? undefined

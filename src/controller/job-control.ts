@@ -6,6 +6,7 @@ import { dependencyProblems } from './job-dependencies.js';
 import type { SubmissionCommitHook } from './service.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
 import {
+  StateStoreError,
   UnknownRecordError,
   type InstanceRecord,
   type IntentRecord,
@@ -162,8 +163,14 @@ export class JobControl {
 
   /**
    * End a job as unsuccessful at a stage (success-ranked ordering): like a cancel, its tasks stop without a
-   * checkpoint and its capacity is freed, but the job is not counted as failed or cancelled. Idempotent; a job
-   * that already ended otherwise cannot become unsuccessful (IllegalTransitionError, 409 in the API).
+   * checkpoint and its capacity is freed, but the job is not counted as failed or cancelled. A job that already ended
+   * otherwise cannot become unsuccessful (IllegalTransitionError, 409 in the API).
+   *
+   * A stage must be one the job reached: none before it ran, and, once it reports progress against its iterations,
+   * none past the stage that progress is in (stage k begins once the first k − 1 stages' share of the run is done).
+   * Without reported progress the stage is taken as given (its view says so): how far a job that reports none got is
+   * not known. Marking an unsuccessful job again is idempotent with no stage and reason, or the same ones; other ones
+   * are refused (409) rather than dropped without a word: the job keeps the stage and reason it ended with.
    */
   markUnsuccessful(
     jobId: string,
@@ -171,20 +178,17 @@ export class JobControl {
   ): JobRecord {
     const job = this.deps.store.getJob(jobId);
     if (job === undefined) throw new UnknownRecordError('job', jobId);
-    const success = job.spec.success;
-    const stages = success?.kind === 'stages' ? success.stageSeconds.length : undefined;
-    // A stage names one the job declares: the job's view shows it as where the job stopped.
-    if (options.stage !== undefined && stages === undefined)
-      throw new ValidationError('request', [`stage: ${jobId} declares no success stages`]);
-    if (options.stage !== undefined && stages !== undefined && options.stage > stages)
-      throw new ValidationError('request', [
-        `stage: the job declares ${stages} stage(s), got ${options.stage}`,
-      ]);
-    const why = [
-      'stopped as unsuccessful',
-      options.stage === undefined ? '' : ` at stage ${options.stage}`,
-      options.reason === undefined ? ' by request' : `: ${options.reason}`,
-    ].join('');
+    const why = unsuccessfulReason(job, options);
+    if (job.state === 'unsuccessful') {
+      // Asked to be unsuccessful, as it is; or asked with the very stage and reason it was marked with.
+      const bare = options.stage === undefined && options.reason === undefined;
+      if (bare || why === job.reason) return job;
+      throw new MarkedUnsuccessfulError(
+        `${jobId} is already unsuccessful (${job.reason ?? 'no reason given'}): it keeps its first stage and ` +
+          'reason; mark it again only with the same ones',
+      );
+    }
+    if (typeof why !== 'string') throw new ValidationError('request', [why.problem]);
     return this.endJob(jobId, 'unsuccessful', why, false);
   }
 
@@ -276,4 +280,67 @@ export class JobControl {
     this.deps.requestRound(`${inst.id} drained`);
     return drained;
   }
+}
+
+/** A job marked unsuccessful again with another stage or reason (409 in the API, as a conflict with its state). */
+export class MarkedUnsuccessfulError extends StateStoreError {
+  override name = 'MarkedUnsuccessfulError';
+}
+
+/**
+ * Why a job marked unsuccessful ended, as its record keeps it, or the problem with the stage asked for: one the job
+ * does not declare, or has not reached.
+ */
+function unsuccessfulReason(
+  job: JobRecord,
+  options: { readonly stage?: number | undefined; readonly reason?: string | undefined },
+): string | { readonly problem: string } {
+  const stage = options.stage;
+  const how = options.reason === undefined ? ' by request' : `: ${options.reason}`;
+  if (stage === undefined) return `stopped as unsuccessful${how}`;
+  const success = job.spec.success;
+  // A stage names one the job declares: the job's view shows it as where the job stopped.
+  if (success?.kind !== 'stages') return { problem: `stage: ${job.id} declares no success stages` };
+  const stages = success.stageSeconds;
+  if (stage > stages.length)
+    return { problem: `stage: the job declares ${stages.length} stage(s), got ${stage}` };
+  if (job.startedAtSeconds === undefined)
+    return { problem: `stage: ${job.id} has not run yet, so it reached no stage (mark it without one)` };
+  const progress = progressOf(job);
+  // Stage 1 begins with the run; a later one needs reported progress to tell, and without it is taken as given.
+  if (stage === 1 || progress === undefined)
+    return `stopped as unsuccessful at stage ${stage}${stage === 1 ? '' : ' (as given: no progress reported)'}${how}`;
+  const reached = stageReached(stages, progress);
+  if (stage > reached)
+    return {
+      problem:
+        `stage: ${job.id} reported ${percent(progress)} of its iterations, which is in stage ${reached} of ` +
+        `${stages.length} (stage ${reached + 1} begins at ${percent(shareBefore(stages, reached))}), got ${stage}`,
+    };
+  return `stopped as unsuccessful at stage ${stage}${how}`;
+}
+
+/** The share of its iterations a job reported done, or undefined when it reported none (or declares no total). */
+function progressOf(job: JobRecord): number | undefined {
+  const total = job.totalIterations ?? job.spec.totalIterations;
+  if (total === undefined || total <= 0 || job.completedIterations <= 0) return undefined;
+  return Math.min(1, job.completedIterations / total);
+}
+
+/** The share of the run the first `k` stages take. */
+function shareBefore(stages: readonly number[], k: number): number {
+  const all = stages.reduce((a, b) => a + b, 0);
+  return stages.slice(0, k).reduce((a, b) => a + b, 0) / all;
+}
+
+/** The stage (1-based) a job at `progress` is in: stage k once the first k − 1 stages' share is done. */
+function stageReached(stages: readonly number[], progress: number): number {
+  let k = 1;
+  // A hair of tolerance: progress and shares are ratios in floating point, and a stage begins exactly at its share.
+  while (k < stages.length && shareBefore(stages, k) <= progress + 1e-9) k += 1;
+  return k;
+}
+
+function percent(share: number): string {
+  return `${Number((share * 100).toFixed(1))}%`;
 }

@@ -198,17 +198,19 @@ export class Predictions {
 
   /**
    * What a job with this spec would get if submitted now (`submit --dry-run`): the same prediction as for a
-   * submission, on a copy of the world with the job added and nothing stored. Null when predictions are off, busy or
-   * fail.
+   * submission, on a copy of the world with the job added and nothing stored. Null when predictions are off (or the
+   * controller stops); when the estimator is busy with other dry runs or the prediction fails, an ETA without a
+   * completion whose basis says why, as a stored job's is after a failed prediction.
    */
   async estimate(spec: JobSpec): Promise<EtaRecord | null> {
     const estimator = this.deps.estimator;
     if (estimator === undefined || !this.enabled || this.closed) return null;
-    if (this.waitingEstimates >= MAX_WAITING_ESTIMATES) return null;
+    const now = this.deps.clock.nowSeconds();
+    if (this.waitingEstimates >= MAX_WAITING_ESTIMATES)
+      return noEta(now, "the controller is busy with other dry runs' estimates; ask again");
     this.waitingEstimates += 1;
     try {
       this.deps.schedulerState.load();
-      const now = this.deps.clock.nowSeconds();
       const inputs = readSnapshotInputs(this.deps.store, now);
       // An id no stored job can have (stored ids are job-N).
       const job = newJobRecord('dry-run', spec, now);
@@ -229,11 +231,12 @@ export class Predictions {
         targets: [job.id],
       };
       const run = await estimator.run(request);
-      return run.etas.get(job.id) ?? null;
+      return run.etas.get(job.id) ?? noEta(now, 'the prediction did not reach this job');
     } catch (e) {
-      if (!this.closed)
-        this.deps.log.warn('cannot predict a dry-run submission', { error: (e as Error).message });
-      return null;
+      if (this.closed) return null;
+      const message = (e as Error).message;
+      this.deps.log.warn('cannot predict a dry-run submission', { error: message });
+      return noEta(now, `the prediction failed (${message.slice(0, 300)})`);
     } finally {
       this.waitingEstimates -= 1;
     }
@@ -430,12 +433,7 @@ export class Predictions {
           if (record.eta !== undefined) continue;
           writeQueueRecord(this.deps.store, id, {
             ...record,
-            eta: {
-              startSeconds: null,
-              completionSeconds: null,
-              computedAtSeconds: job.inputs.nowSeconds,
-              basis: `no ETA: the prediction failed (${message.slice(0, 300)})`,
-            },
+            eta: noEta(job.inputs.nowSeconds, `the prediction failed (${message.slice(0, 300)})`),
           });
         }
       });
@@ -443,4 +441,9 @@ export class Predictions {
       this.deps.log.warn('cannot record a failed prediction', { error: (e as Error).message });
     }
   }
+}
+
+/** An ETA that predicts nothing, its basis saying why (`fleetwise job` and `submit --dry-run` print it). */
+function noEta(computedAtSeconds: number, why: string): EtaRecord {
+  return { startSeconds: null, completionSeconds: null, computedAtSeconds, basis: `no ETA: ${why}` };
 }

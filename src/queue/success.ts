@@ -65,6 +65,16 @@ export const successSpecSchema = z
   });
 
 /**
+ * The run at full throughput a model describes: its stages' sum (a run that passes every stage), or its expected
+ * size. Summed in stage order, as `toDistribution` sums its last checkpoint, so the two are equal to the bit.
+ */
+export function successModelSeconds(spec: SuccessSpec): number {
+  return spec.kind === 'success'
+    ? spec.expectedSizeSeconds
+    : spec.stageSeconds.reduce((sum, d) => sum + d, 0);
+}
+
+/**
  * Stage durations d and continuation probabilities c → (x, p): x_j = Σ_{k≤j} d_k, p_j = (Π_{k<j} c_k)(1 − c_j),
  * p_M = Π c_k (digest §1 "From per-stage durations"). A bare success probability p and expected size s become one
  * stage of size s with success probability p, so the rank is s/p (Eq. 23: E[size]/P(success)); where the job

@@ -174,18 +174,35 @@ describe('controller API over HTTP: queue places, ETAs and unsuccessful jobs', (
       reason: 'stopped as unsuccessful: diverged',
       queue: null,
     });
-    const atStage = await call('POST', `/v1/jobs/${id}/unsuccessful`, VISION, {
+    // The staged job is still queued: it reached no stage, so it is refused one, and ends without one.
+    const notRun = await call('POST', `/v1/jobs/${id}/unsuccessful`, VISION, {
       stage: 2,
       reason: 'plateaued',
     });
+    expect(notRun.status).toBe(400);
+    expect(notRun.body['details']).toEqual([
+      `stage: ${id} has not run yet, so it reached no stage (mark it without one)`,
+    ]);
+    expect(r.store.getJob(id)?.state).toBe('queued');
+    const atStage = await call('POST', `/v1/jobs/${id}/unsuccessful`, VISION, { reason: 'plateaued' });
     expect(atStage.status).toBe(200);
     expect(atStage.body).toMatchObject({
       id,
       state: 'unsuccessful',
-      reason: 'stopped as unsuccessful at stage 2: plateaued',
+      reason: 'stopped as unsuccessful: plateaued',
     });
-    // Idempotent; but a job that ended otherwise cannot become unsuccessful.
+    // Idempotent with no stage and reason, or the same ones; another reason is a conflict, and the first one stays.
     expect((await call('POST', `/v1/jobs/${victim}/unsuccessful`, ADMIN)).status).toBe(200);
+    expect(
+      (await call('POST', `/v1/jobs/${victim}/unsuccessful`, ADMIN, { reason: 'diverged' })).status,
+    ).toBe(200);
+    const remarked = await call('POST', `/v1/jobs/${victim}/unsuccessful`, ADMIN, { reason: 'too slow' });
+    expect(remarked.status).toBe(409);
+    expect(remarked.body['error']).toContain(
+      `${victim} is already unsuccessful (stopped as unsuccessful: diverged)`,
+    );
+    expect(r.store.getJob(victim)?.reason).toBe('stopped as unsuccessful: diverged');
+    // A job that ended otherwise cannot become unsuccessful.
     const cancelled = await call('POST', `/v1/jobs/${other}/cancel`, VISION);
     expect(cancelled.body['state']).toBe('cancelled');
     expect((await call('POST', `/v1/jobs/${other}/unsuccessful`, VISION, {})).status).toBe(409);

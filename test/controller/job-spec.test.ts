@@ -436,7 +436,7 @@ describe('durations in …Seconds fields', () => {
     const spec = parseJobSpec(
       `${MINIMAL}expectedDurationSeconds: 1d\nnoMoveSeconds: 1h30m\n` +
         `checkpoint: { timeoutSeconds: 90s, everySeconds: "600", restoreDelaySeconds: 2m, initDelaySeconds: 0.5m }\n` +
-        `success: { kind: stages, stageSeconds: [30m, 2h], continueProbabilities: [0.5] }\n`,
+        `success: { kind: stages, stageSeconds: [30m, 1h30m, 2h, 20h], continueProbabilities: [0.5, 0.5, 0.5] }\n`,
       'spec.yaml',
       catalog,
     );
@@ -444,7 +444,7 @@ describe('durations in …Seconds fields', () => {
       expectedDurationSeconds: 86400,
       noMoveSeconds: 5400,
       checkpoint: { timeoutSeconds: 90, everySeconds: 600, restoreDelaySeconds: 120, initDelaySeconds: 30 },
-      success: { kind: 'stages', stageSeconds: [1800, 7200] },
+      success: { kind: 'stages', stageSeconds: [1800, 5400, 7200, 72000] },
     });
   });
 });
@@ -1128,6 +1128,34 @@ describe('build.dockerfile', () => {
       expect(problems[0], path).toMatch(reason);
       expect(problems[0], path).toContain('a path inside the build context, relative to it');
     }
+  });
+});
+
+describe('build', () => {
+  const spec = (build: string): string =>
+    `name: b\nteam: t\ntasks:\n  - name: main\n    build: ${build}\n    command: [echo]\n    demand: [0, 1, 1]\n`;
+
+  it('names the field at fault in the form its value is written in, with its line', () => {
+    expect(problemsOf(spec('{ dockerfile: x }'))).toEqual([
+      'tasks.0.build.context: required (string) (line 5)',
+    ]);
+    expect(problemsOf(spec('{ context: ../ctx1, dockerfile: 7 }'))).toEqual([
+      expect.stringMatching(/^tasks\.0\.build\.dockerfile: .*expected string, received number \(line 5\)$/),
+    ]);
+    expect(problemsOf(spec('{ context: ./ctx, dockerfil: x }'))).toEqual([
+      expect.stringMatching(
+        /^tasks\.0\.build\.dockerfil: unknown field, did you mean dockerfile\? .*\(line 5\)$/,
+      ),
+    ]);
+    expect(problemsOf(spec('{ context: "" }'))).toEqual([
+      'tasks.0.build.context: a build context directory (line 5)',
+    ]);
+    expect(problemsOf(spec('""'))).toEqual(['tasks.0.build: a build context directory (line 5)']);
+    for (const value of ['5', '[./ctx]', 'null'])
+      expect(problemsOf(spec(value)), value).toEqual([
+        'tasks.0.build: expected a build context directory, or {context, dockerfile} ' +
+          '(e.g. {context: ., dockerfile: Dockerfile.gpu}) (line 5)',
+      ]);
   });
 });
 

@@ -53,6 +53,7 @@ import { secretFilesIn } from '../../src/cli/commands/controller/secrets.js';
 import { gunzipObject, readJson, recordingLogger, StoreWithOutage, until } from './backup-fixtures.js';
 import { catalog, CPU_SMALL, jobSpec } from './controller-fixtures.js';
 import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
+import { writtenJobSpec } from '../../src/controller/job-spec/written-form.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-restore-'));
@@ -240,6 +241,29 @@ describe('restore from a backup', () => {
     for (const file of ['worker-token', 'admin-token', 'metrics-token', 'state.db'])
       expect(statSync(join(dir, file)).mode & 0o777).toBe(0o600);
     expect(taken.seq).toBe(1);
+  });
+
+  it('restores a job as it was accepted, under a rule for new submissions added since', async () => {
+    const c = new Cluster();
+    await c.backup.run();
+    // Stages that disagree with expectedDurationSeconds, as a controller before that check accepted them.
+    const accepted: JobSpec = {
+      ...jobSpec('older', CPU_SMALL),
+      expectedDurationSeconds: 600,
+      success: { kind: 'stages', stageSeconds: [10, 20], continueProbabilities: [0.9] },
+    };
+    expect(() => validateJobSpec(writtenJobSpec(accepted), 'spec', catalog)).toThrow(
+      /success\.stageSeconds: the stages sum to 30 s but expectedDurationSeconds is 600 s/,
+    );
+    await c.submit('older', accepted);
+    c.state.close();
+    const { dir } = await c.restore(c.objectsDir);
+    const restored = new SqliteStateStore(join(dir, 'state.db'));
+    expect(restored.getJob('job-1')?.spec).toMatchObject({
+      expectedDurationSeconds: 600,
+      success: { kind: 'stages', stageSeconds: [10, 20] },
+    });
+    restored.close();
   });
 
   it('dates a job ended from the job archive when it ended, not when it was restored', async () => {

@@ -207,8 +207,10 @@ function arrayIdsOfSubmission(archived: ArchivedSpec, spec: JobSpec): string[] |
 
 function validArchivedSpec(archived: ArchivedSpec, catalog: Catalog): JobSpec {
   try {
-    // The archive holds the spec as the controller stored it; it validates in the form a user writes.
-    return validateJobSpec(writtenJobSpec(archived.spec), `archived spec of ${archived.id}`, catalog);
+    // The archive holds the spec as the controller stored it; it validates in the form a user writes, as accepted.
+    return validateJobSpec(writtenJobSpec(archived.spec), `archived spec of ${archived.id}`, catalog, {
+      accepted: true,
+    });
   } catch (e) {
     if (!(e instanceof ValidationError)) throw e;
     // A demand no type of this catalog hosts says the cluster ran with another one; anything else, another version.

@@ -9,6 +9,8 @@ import { JOB_SPEC_LIMITS, type ArrayProperties, type JobSpec, type TaskTemplateS
 import { derivedWorkload } from './tasks.js';
 import { keepEnvValuesAsWritten } from './env-text.js';
 import { toNetworkDeclaration } from '../../core/network-schema.js';
+import { MAX_DURATION_RULE, MAX_DURATION_SECONDS } from '../../core/duration.js';
+import { successModelSeconds } from '../../queue/success.js';
 
 /**
  * Parse and validate a job spec (YAML or JSON text; JSON is YAML). `source` names the file in errors; every problem
@@ -47,9 +49,23 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+export interface ValidationOptions {
+  /**
+   * The spec was accepted by a controller before (read back from its job archive): checks that only keep a new
+   * submission self-consistent (a success model agreeing with expectedDurationSeconds) are not applied again, so an
+   * archive written before they existed still restores, each job as it was accepted.
+   */
+  readonly accepted?: boolean;
+}
+
 /** Validate an already-parsed spec (an API request body); problems name field paths but no lines. */
-export function validateJobSpec(value: unknown, source: string, catalog: Catalog | PriceBook): JobSpec {
-  return validate(value, source, catalog, () => undefined);
+export function validateJobSpec(
+  value: unknown,
+  source: string,
+  catalog: Catalog | PriceBook,
+  options: ValidationOptions = {},
+): JobSpec {
+  return validate(value, source, catalog, () => undefined, options);
 }
 
 function validate(
@@ -57,6 +73,7 @@ function validate(
   source: string,
   catalog: Catalog | PriceBook,
   lineAt: (path: Path) => number | undefined,
+  options: ValidationOptions = {},
 ): JobSpec {
   const fail = (problems: readonly Problem[]): never => {
     throw new ValidationError(
@@ -74,7 +91,11 @@ function validate(
   if (!result.success || dropped.length > 0)
     return fail([...dropped, ...(result.success ? [] : result.error.issues.flatMap(explainIssue))]);
   const raw = result.data;
-  const problems = [...checkStructure(raw), ...checkAgainstCatalog(raw, catalog)];
+  const problems = [
+    ...checkStructure(raw),
+    ...(options.accepted === true ? [] : successProblems(raw)),
+    ...checkAgainstCatalog(raw, catalog),
+  ];
   if (problems.length > 0) return fail(problems);
   return resolve(raw);
 }
@@ -160,6 +181,70 @@ function checkStructure(raw: RawJobSpec): Problem[] {
       message: `no task named ${root} (tasks: ${expandedNames(raw).join(', ')})`,
     });
   return problems;
+}
+
+/** How far a success model's run and `expectedDurationSeconds` may differ: 1%, for rounding in what people write. */
+const SUCCESS_RUN_TOLERANCE = 0.01;
+
+/**
+ * A success model and `expectedDurationSeconds` describe the same run at full throughput: success-rank orders the job
+ * by the one, while admission sizes it and the ETA simulation runs it by the other. The stages (a run that passes
+ * them all) must sum to the duration; an expected size, which counts runs that stop early, must be no more than it.
+ * Without a duration, the model's run is the job's (`expectedDuration`), so it must be one a job may declare.
+ */
+function successProblems(raw: RawJobSpec): Problem[] {
+  const success = raw.success;
+  if (success === undefined) return [];
+  const run = successModelSeconds(success);
+  const duration = raw.expectedDurationSeconds;
+  if (success.kind === 'stages') {
+    const path = ['success', 'stageSeconds'];
+    if (duration === undefined)
+      return run > MAX_DURATION_SECONDS
+        ? [
+            {
+              path,
+              message: `the stages sum to ${secondsText(run)} s, the job's expected duration (no expectedDurationSeconds): ${MAX_DURATION_RULE}`,
+            },
+          ]
+        : [];
+    return Math.abs(run - duration) > SUCCESS_RUN_TOLERANCE * duration
+      ? [
+          {
+            path,
+            message:
+              `the stages sum to ${secondsText(run)} s but expectedDurationSeconds is ${secondsText(duration)} s: ` +
+              'they must agree within 1% (both are the run through every stage, at full throughput)',
+          },
+        ]
+      : [];
+  }
+  return duration !== undefined && run > duration * (1 + SUCCESS_RUN_TOLERANCE)
+    ? [
+        {
+          path: ['success', 'expectedSizeSeconds'],
+          message:
+            `${secondsText(run)} s is more than expectedDurationSeconds (${secondsText(duration)} s): an expected ` +
+            'size (runs that stop early count their shorter run) must not exceed the full run, within 1%',
+        },
+      ]
+    : [];
+}
+
+/** Seconds as a spec states them: a sum of stages in floating point (0.1 + 0.2) shown as written. */
+function secondsText(seconds: number): string {
+  return String(Number(seconds.toFixed(3)));
+}
+
+/**
+ * The job's expected duration: as declared, else its success model's run, so that a job that declares only stages or
+ * an expected size is sized, predicted and ordered on the one time scale. Stored with the job, so its written form
+ * states it and validates again to the same job.
+ */
+function expectedDuration(raw: RawJobSpec): number | undefined {
+  return (
+    raw.expectedDurationSeconds ?? (raw.success === undefined ? undefined : successModelSeconds(raw.success))
+  );
 }
 
 /** Task names after expanding replicas (`<template>` for one replica, `<template>-<i>` for more). */
@@ -270,6 +355,7 @@ function formatGiB(gib: number): string {
 }
 
 function resolve(raw: RawJobSpec): JobSpec {
+  const duration = expectedDuration(raw);
   const tasks = raw.tasks.map((t, i): TaskTemplateSpec => {
     const name = templateName(t, i);
     const workload =
@@ -298,9 +384,7 @@ function resolve(raw: RawJobSpec): JobSpec {
     tasks,
     checkpoint: raw.checkpoint,
     ...(raw.totalIterations === undefined ? {} : { totalIterations: raw.totalIterations }),
-    ...(raw.expectedDurationSeconds === undefined
-      ? {}
-      : { expectedDurationSeconds: raw.expectedDurationSeconds }),
+    ...(duration === undefined ? {} : { expectedDurationSeconds: duration }),
     ...(raw.noMoveSeconds === undefined ? {} : { noMoveSeconds: raw.noMoveSeconds }),
     ...(jobDependencies(raw).length === 0 ? {} : { dependsOn: jobDependencies(raw) }),
     ...(raw.maxRunSeconds === undefined ? {} : { maxRunSeconds: raw.maxRunSeconds }),

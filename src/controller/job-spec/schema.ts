@@ -538,7 +538,10 @@ export const jobSpecSchema = z.strictObject({
     .describe('Iterations the job runs in all (progress is reported against it)')
     .optional(),
   expectedDurationSeconds: durationSecondsSchema(positiveDuration())
-    .describe('How long the job is expected to run at full throughput, in seconds or as 30m, 2h, …')
+    .describe(
+      'How long the job is expected to run at full throughput, in seconds or as 30m, 2h, …; with a success model, ' +
+        'its stages must sum to it (an expected size be at most it), within 1%, and left out it is taken from them',
+    )
     .optional(),
   noMoveSeconds: durationSecondsSchema(nonNegativeDuration())
     .describe(
