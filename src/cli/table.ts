@@ -50,7 +50,5 @@ export function printJson(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
 
-/** Ids to print: a few in full, a long list as its first three and how many more (a whole array waited for). */
-export function formatIdList(ids: readonly string[]): string {
-  return ids.length <= 4 ? ids.join(', ') : `${ids.slice(0, 3).join(', ')} and ${ids.length - 3} more`;
-}
+// The controller's views summarise id lists too: one rule for both.
+export { formatIdList } from '../core/id-list.js';

@@ -1,5 +1,6 @@
 import type { Catalog } from '../core/catalog.js';
 import { durationText } from '../core/duration.js';
+import { formatIdList } from '../core/id-list.js';
 import { UNKNOWN_DURATION_SECONDS, type Admission } from '../queue/admission.js';
 import type { JobQueueView } from '../queue/admission-views.js';
 import type { JobFootprint, QueueCaps } from '../queue/caps.js';
@@ -141,7 +142,8 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
     const place =
       waitsFor === undefined || waitsFor.length === 0
         ? placeOf(job, input)
-        : `held until ${waitsFor.join(', ')} succeed${waitsFor.length === 1 ? 's' : ''}; ${placeOf(job, input)}`;
+        : // Summarised: an array that waits for all of another would name 1,000 ids in each of its 1,000 bases.
+          `held until ${formatIdList(waitsFor)} succeed${waitsFor.length === 1 ? 's' : ''}; ${placeOf(job, input)}`;
     if (built.assumedDuration.has(id)) {
       etas.set(id, {
         startSeconds: null,

@@ -1,3 +1,4 @@
+import { formatIdList } from '../core/id-list.js';
 import type { Market } from '../core/market.js';
 import { DEFAULT_SPOT_PREFERENCE, type SpotPreference } from '../core/spot.js';
 import { isQueueWait } from '../round/round.js';
@@ -81,14 +82,23 @@ export function whyJob(store: StateStore, jobId: string, limit = 10): WhyRecord[
     job.startedAtSeconds === undefined || startedIn.size === 0 ? undefined : readRuns(store, jobId);
   // Until its dependencies had all succeeded the job was out of every round: say so, not "not placed". A round at the
   // moment the last one ended was planned before it ended (a round records its start).
-  const dependencies = (job.spec.dependsOn ?? []).map((id) => store.getJob(id));
+  const dependencies = (job.spec.dependsOn ?? []).map((id) => ({ id, record: store.getJob(id) }));
   const dependenciesMetAt =
     dependencies.length === 0
       ? Number.NEGATIVE_INFINITY
-      : dependencies.every((d) => d?.state === 'succeeded')
-        ? Math.max(0, ...dependencies.map((d) => d?.finishedAtSeconds ?? 0))
+      : dependencies.every((d) => d.record?.state === 'succeeded')
+        ? Math.max(0, ...dependencies.map((d) => d.record?.finishedAtSeconds ?? 0))
         : Number.POSITIVE_INFINITY;
-  const held = `held for its dependencies (${(job.spec.dependsOn ?? []).join(', ')}): out of the round until they succeed`;
+  // What it was held for at a round: the dependencies that had not succeeded by then (as `jobs` and `job` name those
+  // not succeeded now), summarised, since an array may wait for all of another.
+  const heldAt = (atSeconds: number): string => {
+    const waiting = dependencies
+      .filter((d) => d.record?.state !== 'succeeded' || (d.record.finishedAtSeconds ?? 0) >= atSeconds)
+      .map((d) => d.id);
+    return waiting.length === 1
+      ? `held for its dependency ${waiting[0] ?? ''}: out of the round until it succeeds`
+      : `held for its dependencies (${formatIdList(waiting)}): out of the round until they succeed`;
+  };
   const out: WhyRecord[] = [];
   for (const [i, round] of rounds.entries()) {
     if (out.length >= limit) break;
@@ -103,7 +113,7 @@ export function whyJob(store: StateStore, jobId: string, limit = 10): WhyRecord[
       runs === undefined || startedSeq === undefined ? undefined : restartCause(runs, startedSeq);
     const summary =
       round.atSeconds <= dependenciesMetAt
-        ? held
+        ? heldAt(round.atSeconds)
         : summarizeForJob(
             round,
             jobId,

@@ -18,7 +18,7 @@ import type { JobOutcome, RunResult } from './run-result.js';
 import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
 import type { PredictedTimes, Predictor, RunOptions } from './simulation-types.js';
 import { buildSimJobs } from './trace-jobs.js';
-import { waitsForDependencies, waitsToPlace } from './job-dependencies.js';
+import { HeldJobs, waitsToPlace } from './job-dependencies.js';
 import { SpotWorld } from './spot-world.js';
 import type { SimWorld } from './world.js';
 import { exportWorld, importWorld } from './world-io.js';
@@ -119,6 +119,8 @@ export class Simulation {
   private rounds = 0;
   /** The trace's jobs by id, built when first needed (a dependency's status, a prediction's targets). */
   private jobsByIdMemo: Map<string, SimJob> | undefined;
+  /** The held jobs by what they wait for, built when a job is first held. */
+  private heldMemo: HeldJobs | undefined;
   /** Job moves carried out by plans chosen for the network's sake. */
   private latencyMoves = 0;
   /** Jobs stopped by WFQ preemption. */
@@ -210,6 +212,9 @@ export class Simulation {
     this.maxSeconds = options.maxSimulatedSeconds ?? lastArrival + 30 * 86_400 + 10 * longest;
     if (fork !== undefined) {
       importWorld(this.state, fork.world, options.catalog);
+      // Held in the world's order, as arrivals would hold them; one whose dependencies have all ended is queued.
+      for (const job of [...this.state.heldJobs.values()])
+        if (!this.held().hold(job)) this.state.enqueue(job);
       this.targetsLeft = [...fork.targets].filter(
         (id) => this.state.liveJobs.has(id) || this.state.heldJobs.has(id),
       ).length;
@@ -419,7 +424,7 @@ export class Simulation {
   private onArrival(job: SimJob): void {
     this.state.log('arrival', { jobId: job.spec.id });
     this.pushNextArrival();
-    if (waitsForDependencies(job, this.jobsById())) {
+    if (this.held().hold(job)) {
       job.status = 'held';
       job.integratedToSeconds = this.state.now;
       this.state.heldJobs.set(job.spec.id, job);
@@ -436,15 +441,18 @@ export class Simulation {
     this.scheduleTick();
   }
 
-  /** Held jobs whose last dependency has just finished join the queue (job-dependencies.ts). */
-  private releaseHeldJobs(): void {
-    if (this.state.heldJobs.size === 0) return;
-    const byId = this.jobsById();
-    for (const job of [...this.state.heldJobs.values()])
-      if (!waitsForDependencies(job, byId)) {
-        this.state.log('released', { jobId: job.spec.id });
-        this.enqueue(job);
-      }
+  /** The held jobs for which `finished` was the last dependency left join the queue (job-dependencies.ts). */
+  private releaseHeldJobs(finished: SimJob): void {
+    if (this.heldMemo === undefined) return;
+    for (const job of this.heldMemo.finished(finished.spec.id)) {
+      this.state.log('released', { jobId: job.spec.id });
+      this.enqueue(job);
+    }
+  }
+
+  private held(): HeldJobs {
+    this.heldMemo ??= new HeldJobs(this.jobsById());
+    return this.heldMemo;
   }
 
   private jobsById(): ReadonlyMap<string, SimJob> {
@@ -565,7 +573,7 @@ export class Simulation {
     this.state.liveJobs.delete(job.spec.id);
     this.state.finishedJobs += 1;
     this.placeBetweenRounds();
-    this.releaseHeldJobs();
+    this.releaseHeldJobs(job);
     if (this.fork?.targets.has(job.spec.id) === true) this.targetsLeft -= 1;
   }
 

@@ -1,12 +1,14 @@
 import { NEVER_UNDER_CAPS_BASIS } from '../../controller/queue-records.js';
 import { isFinalJobState } from '../../controller/state/lifecycle.js';
+import { JOB_STATES, type JobState } from '../../controller/state-store.js';
 import { ValidationError } from '../../core/validation.js';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
 import type { JobDocumentResponse, JobSummaryResponse } from '../api-responses.js';
 import { durationText } from '../../core/duration.js';
-import { formatProgress, formatTable, formatTime, printJson } from '../table.js';
+import { formatIdList, formatProgress, formatTable, formatTime, printJson } from '../table.js';
+import { stateCounts } from '../array-rows.js';
 import { terminalSafeDeep } from '../terminal-text.js';
 
 interface JobOptions extends ConnectionOptions {
@@ -90,10 +92,10 @@ export function warningsOf(job: unknown): string[] {
   return parsed.success ? parsed.data.warnings : [];
 }
 
-/** `small #2 (caps)`, `small admitted`, `after job-3` (held for its dependencies), or `-`. */
+/** `small #2 (caps)`, `small admitted`, `after job-3` (held for its dependencies, summarised), or `-`. */
 export function formatQueue(fields: QueueFields): string {
   if (fields.waitingFor !== undefined && fields.waitingFor.length > 0)
-    return `after ${fields.waitingFor.join(',')}`;
+    return `after ${formatIdList(fields.waitingFor)}`;
   const q = fields.queue;
   if (q === undefined || q === null) return '-';
   if (q.status === 'admitted') return `${q.classId} admitted`;
@@ -207,8 +209,9 @@ export function registerJob(program: Command): void {
     if (options.markUnsuccessful === true) {
       let stage: number | undefined;
       if (options.stage !== undefined) {
-        stage = Number(options.stage);
-        if (!Number.isInteger(stage) || stage < 1)
+        // Decimal digits only: Number() would also take 0x2, 1e0 and " 2".
+        stage = /^\d+$/.test(options.stage) ? Number(options.stage) : Number.NaN;
+        if (!Number.isSafeInteger(stage) || stage < 1)
           throw new ValidationError('--stage', [`expected a stage number ≥ 1, got ${options.stage}`]);
       }
       const answer = await client.markUnsuccessful(id, {
@@ -282,20 +285,17 @@ export function registerJob(program: Command): void {
   });
 }
 
+/** Dependencies named one by one in the job view; more are summarised (an array may wait for all of another). */
+const DEPENDENCIES_NAMED = 4;
+
 /**
- * `depends on job-3 (succeeded), job-4 (running, predicted to end …)`, and while one has not succeeded, that the job
- * waits for it and the earliest it can start by their predictions (when that is still ahead).
+ * `depends on job-3 (succeeded), job-4 (running, predicted to end …)`, or for many, their ids summarised, how many are
+ * in each state and the latest predicted end; and while one has not succeeded, that the job waits for it and the
+ * earliest it can start by their predictions (when that is still ahead).
  */
 function dependencyLines(job: JobDocumentResponse, nowSeconds: number): string[] {
   if (job.dependencies.length === 0) return [];
-  const described = job.dependencies.map((d) => {
-    const predicted =
-      d.predictedCompletionSeconds === undefined
-        ? ''
-        : `, predicted to end ${formatTime(d.predictedCompletionSeconds)}`;
-    return `${d.id} (${d.state ?? 'unknown'}${predicted})`;
-  });
-  const lines = [`depends on ${described.join(', ')}`];
+  const lines = [`depends on ${dependenciesText(job.dependencies)}`];
   const waiting = job.dependencies.filter((d) => d.state !== 'succeeded');
   if (job.state === 'queued' && waiting.length > 0) {
     const bound = job.startsNoEarlierThanSeconds;
@@ -303,9 +303,36 @@ function dependencyLines(job: JobDocumentResponse, nowSeconds: number): string[]
       bound !== null && bound > nowSeconds
         ? ` (by ${predictionsOf(waiting.length)} it starts no earlier than ${formatTime(bound)})`
         : '';
-    lines.push(`waiting    for ${waiting.map((d) => d.id).join(', ')} to succeed${start}`);
+    lines.push(`waiting    for ${formatIdList(waiting.map((d) => d.id))} to succeed${start}`);
   }
   return lines;
+}
+
+function dependenciesText(dependencies: JobDocumentResponse['dependencies']): string {
+  if (dependencies.length <= DEPENDENCIES_NAMED)
+    return dependencies
+      .map((d) => {
+        const predicted =
+          d.predictedCompletionSeconds === undefined
+            ? ''
+            : `, predicted to end ${formatTime(d.predictedCompletionSeconds)}`;
+        return `${d.id} (${d.state ?? 'unknown'}${predicted})`;
+      })
+      .join(', ');
+  const states = dependencies.flatMap((d) => (isJobState(d.state) ? [d.state] : []));
+  const unknown = dependencies.length - states.length;
+  const predicted = dependencies.flatMap((d) =>
+    d.predictedCompletionSeconds === undefined ? [] : [d.predictedCompletionSeconds],
+  );
+  return (
+    `${formatIdList(dependencies.map((d) => d.id))}: ${stateCounts(states)}` +
+    `${unknown === 0 ? '' : `${states.length === 0 ? '' : ', '}${unknown} unknown`}` +
+    `${predicted.length === 0 ? '' : `; the last predicted to end ${formatTime(predicted.reduce((a, b) => Math.max(a, b)))}`}`
+  );
+}
+
+function isJobState(state: string | null): state is JobState {
+  return state !== null && (JOB_STATES as readonly string[]).includes(state);
 }
 
 /** `its prediction` for one dependency, `their predictions` for more. */

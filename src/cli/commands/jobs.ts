@@ -11,8 +11,8 @@ import {
 } from '../client.js';
 import type { JobSummaryResponse } from '../api-responses.js';
 import { pollIntervalOption, sleep } from '../poll.js';
-import { formatDollars, formatProgress, formatTable, formatTime, printJson } from '../table.js';
-import { arrayName, formatEta, formatQueue, queueFieldsOf } from './job.js';
+import { formatDollars, formatIdList, formatProgress, formatTable, formatTime, printJson } from '../table.js';
+import { arrayName, completionText, formatEta, formatQueue, queueFieldsOf, type QueueFields } from './job.js';
 import { groupArrays, stateCounts } from '../array-rows.js';
 import { terminalSafe, terminalSafeDeep } from '../terminal-text.js';
 
@@ -107,9 +107,7 @@ function arrayRow(jobs: readonly JobWithCost[], retried: boolean): (string | num
   const last = jobs.at(-1) as JobWithCost;
   const totals = jobs.map((j) => j.progress.total);
   const live = jobs.filter((j) => !isFinalJobState(j.state));
-  // The array ends with its last job: the latest ETA, once every job still to end has one.
-  const etas = live.map((j) => queueFieldsOf(j).eta?.completionSeconds ?? null);
-  const latest = live.length === 0 || etas.includes(null) ? undefined : Math.max(...(etas as number[]));
+  const liveFields = live.map(queueFieldsOf);
   const costs = jobs.map((j) => j.cost);
   return [
     `${first.id}…${last.id}`,
@@ -124,11 +122,52 @@ function arrayRow(jobs: readonly JobWithCost[], retried: boolean): (string | num
     ...(retried ? ['-'] : []),
     costs.includes(null) ? '-' : formatDollars((costs as number[]).reduce((a, b) => a + b, 0)),
     formatTime(first.submittedAtSeconds),
-    live.some((j) => j.state === 'queued')
-      ? `${live.filter((j) => j.state === 'queued').length} waiting`
-      : '-',
-    latest === undefined ? '-' : formatTime(latest),
+    arrayQueue(live.flatMap((j, i) => (j.state === 'queued' ? [liveFields[i] as QueueFields] : []))),
+    arrayEta(liveFields),
   ];
+}
+
+/**
+ * An array's queued jobs: `5 waiting` in the queue, `after job-3` while they are held for their dependencies (all they
+ * wait for, summarised), `2 waiting, 3 after job-3` when both; `-` when none is queued.
+ */
+function arrayQueue(queued: readonly QueueFields[]): string {
+  if (queued.length === 0) return '-';
+  const waitsFor = new Set<string>();
+  let held = 0;
+  for (const fields of queued) {
+    if (fields.waitingFor === undefined || fields.waitingFor.length === 0) continue;
+    held += 1;
+    for (const id of fields.waitingFor) waitsFor.add(id);
+  }
+  if (held === 0) return `${queued.length} waiting`;
+  const after = `after ${formatIdList([...waitsFor])}`;
+  return held === queued.length ? after : `${queued.length - held} waiting, ${held} ${after}`;
+}
+
+/**
+ * When an array ends, as its jobs still to end say: `never` if one never will (the caps can never admit it, or it
+ * waits for such a job), else `beyond …` if one completes past where its prediction stopped (the furthest such bound),
+ * else `pending` while one's first prediction runs, else the latest predicted completion once every one has one.
+ */
+function arrayEta(live: readonly QueueFields[]): string {
+  if (live.length === 0) return '-';
+  const etas = live.flatMap((f) => (f.eta === undefined || f.eta === null ? [] : [f.eta]));
+  if (etas.some((eta) => completionText(eta) === 'never')) return 'never';
+  const beyond = etas
+    .filter((eta) => eta.completionSeconds === null && eta.completesAfterSeconds !== undefined)
+    .reduce<(typeof etas)[number] | undefined>(
+      (furthest, eta) =>
+        furthest === undefined || (eta.completesAfterSeconds ?? 0) > (furthest.completesAfterSeconds ?? 0)
+          ? eta
+          : furthest,
+      undefined,
+    );
+  if (beyond !== undefined) return completionText(beyond) ?? '-';
+  if (live.some((f) => formatEta(f) === 'pending')) return 'pending';
+  // The array ends with its last job.
+  const ends = etas.flatMap((eta) => (eta.completionSeconds === null ? [] : [eta.completionSeconds]));
+  return ends.length < live.length ? '-' : formatTime(ends.reduce((a, b) => Math.max(a, b)));
 }
 
 export function registerJobs(program: Command): void {

@@ -124,6 +124,8 @@ export class KeyedSubmissions {
     return { jobs: made, replayed: true };
   }
 }
+
+/** A short reason; the details say what is wrong, naming the header as a refused field is named. */
 function reused(e: SubmissionKeyReusedError): HttpError {
-  return new HttpError(422, e.message, [`${IDEMPOTENCY_KEY_HEADER}: ${e.message}`]);
+  return new HttpError(422, 'idempotency key reused', [`${IDEMPOTENCY_KEY_HEADER}: ${e.message}`]);
 }

@@ -81,8 +81,13 @@ export function firstLine(message: string): string {
   return message.split('\n')[0] ?? message;
 }
 
-/** 1-based line of the node at `path`, or of its deepest existing ancestor (for a missing field). */
+/**
+ * 1-based line of the node at `path`, or of its deepest existing ancestor (for a missing field); undefined when its
+ * top-level key is not in the document (a required field left out, or a name that is no field of the file, such as a
+ * request header's): the document's first line would point at an unrelated field.
+ */
 export function lineOf(doc: Document, counter: LineCounter, path: Path): number | undefined {
+  if (path.length > 0 && !doc.hasIn(path.slice(0, 1))) return undefined;
   for (let n = path.length; n >= 0; n--) {
     const node = n === 0 ? doc.contents : doc.getIn(path.slice(0, n), true);
     if (isNode(node) && node.range !== undefined && node.range !== null)
