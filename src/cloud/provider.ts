@@ -196,6 +196,12 @@ export interface CloudProvider {
    */
   markOfferingUnavailable?(typeName: string, zone: string, market: Market, sinceSeconds?: number): void;
   /**
+   * Seconds an offering marked unavailable stays out of launches (the EC2 provider's `capacityErrorTtlSeconds`): how
+   * far back a controller started again looks for the interruption notices whose pools it closes again. Left out:
+   * UNAVAILABLE_OFFERING_SECONDS.
+   */
+  readonly unavailableOfferingSeconds?: number | undefined;
+  /**
    * Delete the cluster's placement groups not named in `keep` (best effort: a group the cloud still counts instances
    * in stays for a later call). Returns the groups deleted. Providers without placement groups of their own omit it.
    */

@@ -2,7 +2,7 @@ import type { Market } from '../core/market.js';
 import { UNAVAILABLE_OFFERING_SECONDS } from '../core/spot.js';
 import type { Clock } from './clock.js';
 import type { ControllerLogger } from './seams.js';
-import type { InstanceRecord, StateStore } from './state-store.js';
+import type { EventRecord, InstanceRecord, StateStore } from './state-store.js';
 import type { RoundCause } from './service.js';
 
 /**
@@ -26,8 +26,8 @@ import type { RoundCause } from './service.js';
  *
  * Level-triggered: a worker repeats its notice in every heartbeat and the queue may deliver an event twice, so a
  * second notice for an instance (or one for an instance gone) changes nothing. The provider keeps a closed pool in
- * memory only, so a controller that starts again closes the pools of the notices it recorded in the last
- * UNAVAILABLE_OFFERING_SECONDS for what is left of their windows (`reclosePools`).
+ * memory only, so a controller that starts again closes the pools of the notices it recorded within the provider's
+ * window for what is left of their windows (`reclosePools`).
  */
 
 export type InterruptionKind = 'spot-interruption' | 'rebalance-recommendation';
@@ -72,6 +72,8 @@ export interface SpotPoolCloser {
    * for the rest of its window only, not for a new one.
    */
   markOfferingUnavailable?(typeName: string, zone: string, market: Market, sinceSeconds?: number): void;
+  /** How long the provider keeps a marked pool closed (default UNAVAILABLE_OFFERING_SECONDS). */
+  readonly unavailableOfferingSeconds?: number | undefined;
 }
 
 export interface SpotInterruptionsDeps {
@@ -85,6 +87,13 @@ export interface SpotInterruptionsDeps {
 
 const DRAINABLE: readonly InstanceRecord['state'][] = ['requested', 'launching', 'running'];
 
+/**
+ * How many notices a controller started again reads first: a long-lived cluster keeps every notice it was ever
+ * given and only those of the last window matter, so the read grows (doubling) only while it comes back full with
+ * its oldest notice still inside the window.
+ */
+export const RECLOSE_PAGE_EVENTS = 64;
+
 export class SpotInterruptions {
   /** Instances whose rebalance recommendation was recorded (once per instance and process). */
   private readonly rebalanced = new Set<string>();
@@ -96,22 +105,22 @@ export class SpotInterruptions {
   constructor(private readonly deps: SpotInterruptionsDeps) {}
 
   /**
-   * Close the pools of the spot interruption notices recorded in the last UNAVAILABLE_OFFERING_SECONDS again, each
-   * for what is left of its window: without it a controller started again inside a window launches straight back
-   * into the pool EC2 is reclaiming from, and the notice repeated to it (the worker's heartbeat, the queue's
-   * redelivery) finds the notice recorded and closes nothing. Once per process: at start, or at the first notice
-   * when that comes first. Returns how many pools it closed.
+   * Close the pools of the spot interruption notices recorded in the provider's window (`unavailableOfferingSeconds`,
+   * default UNAVAILABLE_OFFERING_SECONDS) again, each for what is left of its window: without it a controller started
+   * again inside a window launches straight back into the pool EC2 is reclaiming from, and the notice repeated to it
+   * (the worker's heartbeat, the queue's redelivery) finds the notice recorded and closes nothing. Once per process:
+   * at start, or at the first notice when that comes first. Returns how many pools it closed.
    */
   reclosePools(): number {
     if (this.reclosed) return 0;
     this.reclosed = true;
     const { store, provider } = this.deps;
     if (provider?.markOfferingUnavailable === undefined) return 0;
-    const windowStart = this.deps.clock.nowSeconds() - UNAVAILABLE_OFFERING_SECONDS;
+    const windowSeconds = provider.unavailableOfferingSeconds ?? UNAVAILABLE_OFFERING_SECONDS;
+    const windowStart = this.deps.clock.nowSeconds() - windowSeconds;
     // Newest first: a pool noticed twice keeps the later window.
     const pools = new Map<string, { typeName: string; zone: string; sinceSeconds: number }>();
-    for (const event of store.listEvents({ kind: SPOT_INTERRUPTION_EVENT, newestFirst: true })) {
-      if (event.atSeconds <= windowStart) break;
+    for (const event of recentNotices(store, windowStart)) {
       const inst = event.instanceId === undefined ? undefined : store.getInstance(event.instanceId);
       if (inst?.availabilityZone === undefined) continue;
       const key = `${inst.typeName}@${inst.availabilityZone}`;
@@ -188,5 +197,15 @@ export class SpotInterruptions {
     if (inst.availabilityZone === undefined || provider?.markOfferingUnavailable === undefined) return false;
     provider.markOfferingUnavailable(inst.typeName, inst.availabilityZone, 'spot');
     return true;
+  }
+}
+
+/** The spot interruption notices recorded after `windowStart` (epoch seconds), newest first. */
+function recentNotices(store: Pick<StateStore, 'listEvents'>, windowStart: number): EventRecord[] {
+  for (let limit = RECLOSE_PAGE_EVENTS; ; limit *= 2) {
+    const events = store.listEvents({ kind: SPOT_INTERRUPTION_EVENT, newestFirst: true, limit });
+    const older = events.findIndex((e) => e.atSeconds <= windowStart);
+    if (older >= 0) return events.slice(0, older);
+    if (events.length < limit) return events;
   }
 }

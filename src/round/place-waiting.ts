@@ -1,6 +1,7 @@
-import { setupSeconds, type InstanceType } from '../core/catalog.js';
+import type { InstanceType } from '../core/catalog.js';
 import type { SchedJob } from '../core/model.js';
 import { demandOn, type FamilyDemand, type Resources } from '../core/resources.js';
+import { jobLaunchSeconds } from '../scheduler/job-launch-seconds.js';
 import type { PriceBook } from '../scheduler/reservation-price.js';
 import { interruptionExceedsBound } from '../scheduler/spot-cost.js';
 import { placeBetweenRounds, type BetweenRoundsPlacement, type PaidInstance } from './between-rounds.js';
@@ -91,7 +92,7 @@ export function placeWaitingJobs(input: PlaceWaitingInput): BetweenRoundsPlaceme
     })),
     instances,
     bind: input.bind,
-    launchDelaySeconds: (job) => launchDelayOf(prices, byId.get(job.id) as WaitingJobFacts),
+    launchDelaySeconds: (job) => jobLaunchSeconds(prices, job.tasks),
     launchCostPerHour: (job) => job.tasks.reduce((s, t) => s + (reservation(t.demand) ?? 0), 0),
     expectedRate: input.expectedRate,
     capHoldsJobsBack: input.capHoldsJobsBack,
@@ -103,7 +104,7 @@ function keptOffSpot(job: WaitingJobFacts, nowSeconds: number, prices: PriceBook
   if (job.onDemandOnly === true) return true;
   return (
     job.scheduled !== undefined &&
-    interruptionExceedsBound(job.scheduled, nowSeconds, launchDelayOf(prices, job))
+    interruptionExceedsBound(job.scheduled, nowSeconds, jobLaunchSeconds(prices, job.tasks))
   );
 }
 
@@ -130,11 +131,4 @@ function paidInstance(
       tasks: inst.tasks.map((t) => ({ key: t.key, reservationPricePerHour: reservation(t.demand) ?? 0 })),
     },
   ];
-}
-
-/** Acquisition + setup of the job's reservation-price instance: what a launch made now would take. */
-function launchDelayOf(prices: PriceBook, job: WaitingJobFacts): number {
-  const first = job.tasks[0];
-  const t = first === undefined ? undefined : prices.minType(first.demand);
-  return t === undefined ? 0 : setupSeconds(t);
 }

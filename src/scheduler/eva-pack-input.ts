@@ -1,7 +1,8 @@
 import { setupSeconds, type InstanceType } from '../core/catalog.js';
-import type { ClusterSnapshot, SchedInstance, SchedJob } from '../core/model.js';
+import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../core/model.js';
 import type { FamilyDemand } from '../core/resources.js';
 import { pinnedTasks } from './eva-pins.js';
+import { jobLaunchSeconds } from './job-launch-seconds.js';
 import { tagCurrent, type StayingPerformance } from './latency-placement.js';
 import type { LatencyView } from './latency-view.js';
 import type { PackTask, RateModel } from './packing.js';
@@ -98,23 +99,25 @@ export function rebalancePremium(
 
 /**
  * The jobs one interruption now would delay past the bound their owners set (`spotMaxDelaySeconds`), their
- * replacement's launch the setup of their tasks' reservation-price type: as a new instance is bought on demand for
- * them (market-choice.ts), the free room of a spot instance already running is no place for them either. A task
- * already on a spot instance may stay there (spot-host-rules.ts): its risk is taken, and moving it off would cost
- * the job a move.
+ * replacement's launch the longest setup of their tasks' reservation-price types (job-launch-seconds.ts): as a new
+ * instance is bought on demand for them (market-choice.ts), the free room of a spot instance already running is no
+ * place for them either. A task already on a spot instance may stay there (spot-host-rules.ts): its risk is taken,
+ * and moving it off would cost the job a move.
  */
 export function jobsPastSpotBound(snapshot: ClusterSnapshot, book: PriceBook): Set<string> {
   const bounded = snapshot.jobs.filter((j) => j.spotMaxDelaySeconds !== undefined);
   if (bounded.length === 0) return new Set();
-  const relaunch = new Map<string, number>();
+  const tasksOf = new Map<string, SchedTask[]>();
   for (const t of snapshot.tasks) {
-    const type = book.minType(t.demand);
-    const seconds = type === undefined ? 0 : setupSeconds(type);
-    relaunch.set(t.jobId, Math.max(relaunch.get(t.jobId) ?? 0, seconds));
+    const tasks = tasksOf.get(t.jobId);
+    if (tasks === undefined) tasksOf.set(t.jobId, [t]);
+    else tasks.push(t);
   }
   return new Set(
     bounded
-      .filter((j) => interruptionExceedsBound(j, snapshot.nowSeconds, relaunch.get(j.id) ?? 0))
+      .filter((j) =>
+        interruptionExceedsBound(j, snapshot.nowSeconds, jobLaunchSeconds(book, tasksOf.get(j.id) ?? [])),
+      )
       .map((j) => j.id),
   );
 }

@@ -2,6 +2,7 @@ import { expect, it } from 'vitest';
 import { createEc2Client, ec2ApiFromClient } from '../../src/cloud/aws/ec2-api.js';
 import { Ec2Provider } from '../../src/cloud/aws/ec2-provider.js';
 import type { LaunchRequest } from '../../src/cloud/provider.js';
+import { FencedCloudProvider } from '../../src/controller/ha/fenced-provider.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { silentLogger } from '../../src/controller/seams.js';
 import { SpotInterruptions } from '../../src/controller/spot-interruptions.js';
@@ -24,12 +25,13 @@ const request = (key: string): LaunchRequest => ({
  * provider on moto_server, with a clock the test moves.
  */
 describeWithMoto('a spot notice closes the pool to spot launches (EC2 on moto)', (moto) => {
-  const ec2 = (nowMs: () => number) =>
+  const ec2 = (nowMs: () => number, capacityErrorTtlSeconds?: number) =>
     new Ec2Provider(
       {
         region: TEST_REGION,
         amiId: 'ami-12c6146b',
         placements: [{ availabilityZone: 'us-east-1a' }, { availabilityZone: 'us-east-1b' }],
+        ...(capacityErrorTtlSeconds === undefined ? {} : { capacityErrorTtlSeconds }),
       },
       { api: ec2ApiFromClient(createEc2Client(moto.clientOptions)), sleep: async () => {}, nowMs },
     );
@@ -115,6 +117,54 @@ describeWithMoto('a spot notice closes the pool to spot launches (EC2 on moto)',
     });
     // Open again when the notice's window ends, not a window after the restart.
     nowMs += (UNAVAILABLE_OFFERING_SECONDS - 40) * 1000;
+    expect(await started.provider.launch(request('window-over'))).toMatchObject({
+      market: 'spot',
+      availabilityZone: 'us-east-1a',
+    });
+  });
+
+  it('after a restart, behind the lease, with a longer window configured: the pool stays closed for all of it', async () => {
+    let nowMs = Date.parse('2026-03-01T12:00:00Z');
+    const store = new MemoryStateStore({ nowSeconds: () => nowMs / 1000, storeId: 't' });
+    const clock = { nowSeconds: () => nowMs / 1000 };
+    // ec2.capacityErrorTtlSeconds: 600, the cloud behind the lease as a controller sharing its state has it.
+    const controllerProcess = () => {
+      const provider = new FencedCloudProvider(
+        ec2(() => nowMs, 600),
+        { assertLeading: () => undefined },
+      );
+      const spot = new SpotInterruptions({
+        store,
+        log: silentLogger,
+        provider,
+        requestRound: () => {},
+        clock,
+      });
+      return { provider, spot };
+    };
+    const inst = store.createInstance({ typeName: 'c7i.large', availabilityZone: 'us-east-1a' });
+    store.setInstanceState(inst.id, 'launching', { cloudId: 'i-0abc', availabilityZone: 'us-east-1a' });
+    store.setInstanceState(inst.id, 'running');
+    expect(controllerProcess().spot.handle(inst.id, { kind: 'spot-interruption', source: 'worker' })).toBe(
+      true,
+    );
+
+    // Started again four minutes on: past the default window, inside the configured one.
+    nowMs += 240_000;
+    expect(240).toBeGreaterThan(UNAVAILABLE_OFFERING_SECONDS);
+    const started = controllerProcess();
+    expect(started.spot.reclosePools()).toBe(1);
+    expect(await started.provider.launch(request('after-start'))).toMatchObject({
+      market: 'spot',
+      availabilityZone: 'us-east-1b',
+    });
+    // Open again when the notice's 600 s are over.
+    nowMs += 359_000;
+    expect(await started.provider.launch(request('window-end'))).toMatchObject({
+      market: 'spot',
+      availabilityZone: 'us-east-1b',
+    });
+    nowMs += 1000;
     expect(await started.provider.launch(request('window-over'))).toMatchObject({
       market: 'spot',
       availabilityZone: 'us-east-1a',

@@ -3,12 +3,21 @@ import type { Market } from '../../src/core/market.js';
 import { UNAVAILABLE_OFFERING_SECONDS } from '../../src/core/spot.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { silentLogger } from '../../src/controller/seams.js';
-import { SpotInterruptions, type SpotPoolCloser } from '../../src/controller/spot-interruptions.js';
+import type { EventFilter, StateStore } from '../../src/controller/state-store.js';
+import {
+  RECLOSE_PAGE_EVENTS,
+  SpotInterruptions,
+  type SpotPoolCloser,
+} from '../../src/controller/spot-interruptions.js';
 
-/** A provider that records the offerings it is asked to mark (and since when, when it is told). */
-function recordingProvider() {
+/**
+ * A provider that records the offerings it is asked to mark (and since when, when it is told), keeping them closed
+ * for `unavailableOfferingSeconds` when given.
+ */
+function recordingProvider(unavailableOfferingSeconds?: number) {
   const marked: (string | number)[][] = [];
   const provider: SpotPoolCloser = {
+    unavailableOfferingSeconds,
     markOfferingUnavailable: (typeName: string, zone: string, market: Market, sinceSeconds?: number) =>
       marked.push(
         sinceSeconds === undefined ? [typeName, zone, market] : [typeName, zone, market, sinceSeconds],
@@ -130,5 +139,67 @@ describe('spot interruptions and rebalance recommendations in the controller', (
     const late = restarted();
     expect(late.spot.reclosePools()).toBe(0);
     expect(late.marked).toEqual([]);
+  });
+
+  it('looks back as far as the provider keeps a pool closed, when that is longer than the default', () => {
+    const { store, clock, interruptions, id } = setup();
+    expect(interruptions.handle(id, { kind: 'spot-interruption', source: 'worker' })).toBe(true);
+    // The provider keeps a pool closed for 10 minutes (ec2.capacityErrorTtlSeconds: 600).
+    const restartAt = (seconds: number) => {
+      clock.now = seconds;
+      const { provider, marked } = recordingProvider(600);
+      const spot = new SpotInterruptions({
+        store,
+        log: silentLogger,
+        provider,
+        requestRound: () => {},
+        clock,
+      });
+      return { closed: spot.reclosePools(), marked };
+    };
+    // Four minutes on, past the default window: the pool stays closed for the rest of the provider's.
+    expect(1240 - 1000).toBeGreaterThan(UNAVAILABLE_OFFERING_SECONDS);
+    expect(restartAt(1240)).toEqual({ closed: 1, marked: [['p3.2xlarge', 'us-east-1b', 'spot', 1000]] });
+    expect(restartAt(1000 + 600)).toEqual({ closed: 0, marked: [] });
+  });
+
+  it('reads the notices of the window only, however many older ones the cluster kept', () => {
+    const { store, clock, interruptions, running } = setup();
+    const notice = (zone: string) =>
+      interruptions.handle(running('c7i.large', zone), { kind: 'spot-interruption', source: 'worker' });
+    // 300 notices long past, then more notices inside the window than one read takes, each in a pool of its own.
+    for (let i = 0; i < 300; i += 1) expect(notice(`old-${i}`)).toBe(true);
+    clock.now = 5000;
+    const recent = RECLOSE_PAGE_EVENTS + 10;
+    for (let i = 0; i < recent; i += 1) expect(notice(`new-${i}`)).toBe(true);
+
+    clock.now = 5100;
+    const reads: { filter: EventFilter | undefined; returned: number }[] = [];
+    const observed = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop !== 'listEvents') return Reflect.get(target, prop, receiver) as unknown;
+        return (filter?: EventFilter) => {
+          const events = target.listEvents(filter);
+          reads.push({ filter, returned: events.length });
+          return events;
+        };
+      },
+    }) as StateStore;
+    const { provider, marked } = recordingProvider();
+    const spot = new SpotInterruptions({
+      store: observed,
+      log: silentLogger,
+      provider,
+      requestRound: () => {},
+      clock,
+    });
+    expect(spot.reclosePools()).toBe(recent);
+    expect(new Set(marked.map((m) => m[1]))).toEqual(
+      new Set(Array.from({ length: recent }, (_, i) => `new-${i}`)),
+    );
+    // Every read is bounded, and together they read a few pages, not the 300 older notices.
+    expect(reads.length).toBeGreaterThan(0);
+    for (const r of reads) expect(r.filter?.limit).toBeGreaterThan(0);
+    expect(reads.reduce((n, r) => n + r.returned, 0)).toBeLessThanOrEqual(4 * recent);
   });
 });

@@ -58,6 +58,28 @@ describe('placing waiting jobs between rounds in the order admission lets them i
     expect(placed[0]?.bindChoice?.choice).toBe('bind');
   });
 
+  it('binds a job of several tasks by the launch of its slowest task, whatever order its tasks come in', () => {
+    // A launch for the job buys a p3.2xlarge (173 s to set up) for its CPU-heavy task and a p3.8xlarge (229 s) for its
+    // 4-GPU one, and the job starts when the slower is up: a p3.16xlarge ready in 200 s starts it sooner.
+    const cpu = { id: 'j/0', demand: { any: [1, 8, 61] as [number, number, number] }, key: 'j_node0' };
+    const gpu = { id: 'j/1', demand: { any: [4, 32, 244] as [number, number, number] }, key: 'j_node1' };
+    const bound = (tasks: WaitingJobFacts['tasks'], readyAtSeconds = 300) =>
+      placeWaitingJobs({
+        nowSeconds: 100,
+        jobs: [{ id: 'j', taskSeconds: 3600, tasks }],
+        instances: [{ id: 'i-boot', type: findType(catalog, 'p3.16xlarge'), readyAtSeconds, tasks: [] }],
+        prices,
+        admitted: () => ['j'],
+        bind: true,
+        capHoldsJobsBack: true,
+      }).map((p) => ({ instances: p.placements.map((x) => x.instanceId), choice: p.bindChoice?.choice }));
+    const onBooting = [{ instances: ['i-boot', 'i-boot'], choice: 'bind' }];
+    expect(bound([cpu, gpu])).toEqual(onBooting);
+    expect(bound([gpu, cpu])).toEqual(onBooting);
+    // Ready after the slower launch would be: the job waits for the round, which launches its own.
+    expect(bound([cpu, gpu], 100 + 240)).toEqual([]);
+  });
+
   it('leaves a spot: never job for the round while the paid capacity has a spot instance', () => {
     const never = { ...waiting('short', 600), onDemandOnly: true };
     const place = (spot: boolean) =>

@@ -608,4 +608,86 @@ describe('a bound on the delay one interruption may cause', () => {
     expect(placed(delay - 1, true)).toEqual([]);
     expect(placed(delay - 1, false)).toEqual(['j']);
   });
+
+  it('keeps a job of several tasks off spot by the launch of its slowest task, in a round and between rounds', () => {
+    // Two tasks whose reservation-price types set up in different times: p3.2xlarge (173 s) for the CPU-heavy one and
+    // p3.8xlarge (229 s) for the 4-GPU one. The bound leaves 200 s for the replacement's launch: past it, as the job
+    // starts only once its slower instance is up. A spot p3.16xlarge already running has room for both.
+    const cpu: FamilyDemand = { any: [1, 8, 61] };
+    const gpu: FamilyDemand = { any: [4, 32, 244] };
+    const book = new PriceBook(catalog);
+    expect(setupSeconds(book.minType(cpu) as InstanceType)).toBe(173);
+    expect(setupSeconds(book.minType(gpu) as InstanceType)).toBe(229);
+    const job: SchedJob = {
+      id: 'j',
+      taskIds: ['j/0', 'j/1'],
+      reconfigurable: true,
+      arrivalSeconds: 0,
+      migrationDelaySeconds: 120,
+      checkpointIntervalSeconds: 1800,
+      expectedRemainingSeconds: 600,
+    };
+    const boundFor = (launchSeconds: number) => interruptionDelaySeconds(job, 100, 0) + launchSeconds;
+    const other: SchedJob = { ...job, id: 'o', taskIds: ['o/0'], runningSinceSeconds: 50 };
+
+    const roundHosts = (spotMaxDelaySeconds: number) => {
+      const plan = new EvaScheduler(catalog, { spot: true }).plan({
+        nowSeconds: 100,
+        jobs: [other, { ...job, spotMaxDelaySeconds }],
+        tasks: [
+          { id: 'o/0', jobId: 'o', key: 'o_node0', demand: cpu, instanceId: 'i-spot' },
+          { id: 'j/0', jobId: 'j', key: 'j_node0', demand: cpu },
+          { id: 'j/1', jobId: 'j', key: 'j_node1', demand: gpu },
+        ],
+        instances: [
+          {
+            id: 'i-spot',
+            typeName: 'p3.16xlarge',
+            state: 'running',
+            taskIds: ['o/0'],
+            market: 'spot',
+            placement: { zone: 'us-east-1b' },
+          },
+        ],
+      });
+      return ['j/0', 'j/1'].map((taskId) => {
+        const host = plan.configuration.instances.find((i) => i.taskIds.includes(taskId));
+        return host?.isNew === true ? 'new' : host?.id;
+      });
+    };
+    expect(roundHosts(boundFor(240))).toEqual(['i-spot', 'i-spot']);
+    expect(roundHosts(boundFor(200))).toEqual(['new', 'new']);
+
+    const betweenRounds = (spotMaxDelaySeconds: number) =>
+      placeWaitingJobs({
+        nowSeconds: 100,
+        jobs: [
+          {
+            id: 'j',
+            taskSeconds: 600,
+            tasks: [
+              { id: 'j/0', demand: cpu, key: 'j_node0' },
+              { id: 'j/1', demand: gpu, key: 'j_node1' },
+            ],
+            scheduled: { ...job, spotMaxDelaySeconds },
+          },
+        ],
+        instances: [
+          {
+            id: 'i-spot',
+            type: findType(catalog, 'p3.16xlarge'),
+            readyAtSeconds: 100,
+            tasks: [{ demand: cpu, key: 'o_node0' }],
+            spot: true,
+          },
+        ],
+        prices: book,
+        admitted: () => ['j'],
+        bind: false,
+        capHoldsJobsBack: true,
+      }).flatMap((p) => p.placements.map((x) => x.instanceId));
+    expect(betweenRounds(boundFor(200))).toEqual([]);
+    // With room for the slower launch in its bound, the job takes the spot instance's room.
+    expect(betweenRounds(boundFor(240))).toEqual(['i-spot', 'i-spot']);
+  });
 });

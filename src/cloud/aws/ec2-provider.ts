@@ -292,6 +292,8 @@ export class Ec2Provider implements CloudProvider {
   private readonly api: Ec2Api;
   private readonly retry: RetryDeps;
   private readonly capacityErrors: CapacityErrorCache;
+  /** How long a capacity error or an interruption notice keeps an offering closed (`capacityErrorTtlSeconds`). */
+  readonly unavailableOfferingSeconds: number;
   private readonly userDataBase64: string | undefined;
   /** EC2 names of the placement groups known to exist (created or found by this provider object). */
   private readonly knownGroups = new Set<string>();
@@ -304,7 +306,8 @@ export class Ec2Provider implements CloudProvider {
       sleep: deps.sleep ?? realSleep,
       rng: deps.rng ?? new Rng(0x5eed),
     };
-    this.capacityErrors = new CapacityErrorCache(this.config.capacityErrorTtlSeconds, deps.nowMs ?? Date.now);
+    this.unavailableOfferingSeconds = this.config.capacityErrorTtlSeconds;
+    this.capacityErrors = new CapacityErrorCache(this.unavailableOfferingSeconds, deps.nowMs ?? Date.now);
     // Rendered once: a bad template or value fails at startup, not at the first launch.
     this.userDataBase64 =
       this.config.worker === undefined

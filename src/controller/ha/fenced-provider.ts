@@ -27,6 +27,7 @@ export class FencedCloudProvider implements CloudProvider {
     market: Market,
     sinceSeconds?: number,
   ) => void;
+  readonly unavailableOfferingSeconds?: number | undefined;
   readonly deletePlacementGroups?: (clusterName: string, keep: ReadonlySet<string>) => Promise<string[]>;
 
   constructor(
@@ -40,6 +41,7 @@ export class FencedCloudProvider implements CloudProvider {
     if (inner.markOfferingUnavailable !== undefined)
       this.markOfferingUnavailable = (typeName, zone, market, sinceSeconds) =>
         inner.markOfferingUnavailable?.(typeName, zone, market, sinceSeconds);
+    this.unavailableOfferingSeconds = inner.unavailableOfferingSeconds;
     // A cloud call like the others: fenced. Left out, a shared state's controllers never deleted a placement group.
     const deleteGroups = inner.deletePlacementGroups?.bind(inner);
     if (deleteGroups !== undefined)

@@ -115,6 +115,8 @@ export class SimulatedCloud implements CloudProvider {
   private readonly byToken = new Map<string, SimulatedInstance>();
   /** Spot pools recently interrupted (markOfferingUnavailable), as the EC2 provider remembers them. */
   private readonly unavailable: CapacityErrorCache;
+  /** How long a marked spot pool stays closed: the EC2 provider's default. */
+  readonly unavailableOfferingSeconds = DEFAULT_CAPACITY_ERROR_TTL_SECONDS;
   private launches = 0;
 
   constructor(private readonly o: SimulatedCloudOptions) {
@@ -126,7 +128,7 @@ export class SimulatedCloud implements CloudProvider {
         : [`${o.catalog.region}a`];
     this.fullGroups = new Set(o.fullPlacementGroups ?? []);
     this.unavailable = new CapacityErrorCache(
-      DEFAULT_CAPACITY_ERROR_TTL_SECONDS,
+      this.unavailableOfferingSeconds,
       () => o.clock.nowSeconds() * 1000,
     );
   }
