@@ -191,12 +191,15 @@ export async function packContext(
     throw e;
   }
   if (tarBytes > maxExpandedBytes) throw tooLarge(directory, maxExpandedBytes);
-  // The controller refuses an archive that expands far more than source trees compress, as a decompression bomb.
+  // The controller's rule for an upload of known size (`submit` sends its Content-Length), and the worker's for the
+  // stored archive: past RATIO_CHECK_FROM_BYTES expanded, at most maxExpansionRatio times the whole archive.
   if (tarBytes > RATIO_CHECK_FROM_BYTES && tarBytes > maxExpansionRatio * archiveBytes)
     throw new Error(
-      `build context ${directory} compresses more than ${maxExpansionRatio} times (${describeBytes(tarBytes)} to ` +
-        `${describeBytes(archiveBytes)}), which the controller refuses by default as a decompression bomb ` +
-        '(buildContexts.maxExpansionRatio): leave the repetitive files out with .dockerignore',
+      `build context ${directory} compresses more than ${maxExpansionRatio} times overall ` +
+        `(${describeBytes(tarBytes)} to ${describeBytes(archiveBytes)}): the controller refuses by default a context ` +
+        `expanding past ${describeBytes(RATIO_CHECK_FROM_BYTES)} to more than ${maxExpansionRatio} times its ` +
+        'archive, as a decompression bomb (buildContexts.maxExpansionRatio): leave the repetitive files out with ' +
+        '.dockerignore',
     );
   return { archive: Buffer.concat(chunks), files, uncompressedBytes: tarBytes };
 }

@@ -13,7 +13,10 @@ export interface ContextLimits {
   readonly maxArchiveBytes: number;
   /** The tar stream once decompressed (file contents, headers and padding). */
   readonly maxExpandedBytes: number;
-  /** Expanded bytes per archive byte, checked once the expansion passes RATIO_CHECK_FROM_BYTES. */
+  /**
+   * Expanded bytes per archive byte, checked once the expansion passes RATIO_CHECK_FROM_BYTES: against the whole
+   * archive's size where it is known before reading, otherwise against the archive read so far (ExpansionMeter).
+   */
   readonly maxExpansionRatio: number;
 }
 
@@ -60,12 +63,30 @@ function describeBytes(bytes: number): string {
 /**
  * Counts an archive's bytes as they are read and what they expand to as they are decompressed, and throws
  * ContextLimitError the moment either passes its limit, so a stream is abandoned at the first byte too many.
+ *
+ * The ratio is checked against the archive's whole size when it is known before reading (`declaredArchiveBytes`: an
+ * upload's Content-Length, a stored object's size). Cutting the expansion at ratio × that size bounds it exactly as
+ * the ratio means, and an archive that compresses within the ratio overall is taken whatever the order of its files
+ * (a zero-filled disk image first, incompressible weights after). Reading past the declared size is an error, so the
+ * bound holds. Where no size is declared (a chunked upload), the ratio is checked against the archive read so far:
+ * stricter, as a compressible first file can pass it while the whole would not.
  */
 export class ExpansionMeter {
   private archiveBytes = 0;
   private expandedBytes = 0;
 
-  constructor(readonly limits: ContextLimits) {}
+  constructor(
+    readonly limits: ContextLimits,
+    readonly declaredArchiveBytes?: number,
+  ) {
+    if (declaredArchiveBytes === undefined) return;
+    if (!Number.isSafeInteger(declaredArchiveBytes) || declaredArchiveBytes < 0)
+      throw new Error(
+        `declaredArchiveBytes must be a whole number of bytes ≥ 0, not ${String(declaredArchiveBytes)}`,
+      );
+    // An archive declared larger than the limit is refused before a byte of it is read.
+    this.checkArchive(declaredArchiveBytes);
+  }
 
   get archive(): number {
     return this.archiveBytes;
@@ -78,11 +99,12 @@ export class ExpansionMeter {
   /** `bytes` more of the archive were read. */
   addArchive(bytes: number): void {
     this.archiveBytes += bytes;
-    const { maxArchiveBytes } = this.limits;
-    if (this.archiveBytes > maxArchiveBytes)
-      throw new ContextLimitError(
-        'maxArchiveBytes',
-        `the build context archive is larger than its limit of ${describeBytes(maxArchiveBytes)} (maxArchiveBytes)`,
+    this.checkArchive(this.archiveBytes);
+    const declared = this.declaredArchiveBytes;
+    if (declared !== undefined && this.archiveBytes > declared)
+      throw new Error(
+        `the build context archive is longer than the ${describeBytes(declared)} declared for it ` +
+          `(${describeBytes(this.archiveBytes)} read): a different or damaged archive`,
       );
   }
 
@@ -95,15 +117,24 @@ export class ExpansionMeter {
         'maxExpandedBytes',
         `the build context expands to more than its limit of ${describeBytes(maxExpandedBytes)} (maxExpandedBytes)`,
       );
-    if (
-      this.expandedBytes > RATIO_CHECK_FROM_BYTES &&
-      this.expandedBytes > maxExpansionRatio * Math.max(1, this.archiveBytes)
-    )
+    const declared = this.declaredArchiveBytes;
+    const against = Math.max(1, this.archiveBytes, declared ?? 0);
+    if (this.expandedBytes > RATIO_CHECK_FROM_BYTES && this.expandedBytes > maxExpansionRatio * against)
       throw new ContextLimitError(
         'maxExpansionRatio',
         `the build context expands more than ${maxExpansionRatio} times its archive ` +
-          `(${describeBytes(this.archiveBytes)} to over ${describeBytes(this.expandedBytes)}; maxExpansionRatio): ` +
+          (declared === undefined ? 'read so far ' : '') +
+          `(${describeBytes(against)} to over ${describeBytes(this.expandedBytes)}; maxExpansionRatio): ` +
           'refused as a decompression bomb',
+      );
+  }
+
+  private checkArchive(bytes: number): void {
+    const { maxArchiveBytes } = this.limits;
+    if (bytes > maxArchiveBytes)
+      throw new ContextLimitError(
+        'maxArchiveBytes',
+        `the build context archive is larger than its limit of ${describeBytes(maxArchiveBytes)} (maxArchiveBytes)`,
       );
   }
 }

@@ -282,6 +282,11 @@ export interface BuildContextExtraction {
   readonly limits: ContextLimits;
   /** The archive's sha256, as its reference names it: a different archive is refused once read. */
   readonly sha256?: string | undefined;
+  /**
+   * The archive's size, when the store says it before it is read: the expansion ratio is then checked against the
+   * whole archive, whatever the order of its files, and reading more than this is an error.
+   */
+  readonly archiveBytes?: number | undefined;
 }
 
 /**
@@ -296,7 +301,7 @@ export async function extractBuildContext(
   dir: string,
   options: BuildContextExtraction,
 ): Promise<void> {
-  const meter = new ExpansionMeter(options.limits);
+  const meter = new ExpansionMeter(options.limits, options.archiveBytes);
   const hash = createHash('sha256');
   const read = inspecting((chunk) => {
     hash.update(chunk);

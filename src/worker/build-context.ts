@@ -44,7 +44,7 @@ export async function fetchBuildContext(
       // Tasks of one job (or jobs sharing a context) start together: the first call extracts, the others wait for it.
       let pending = extracting.get(target);
       if (pending === undefined) {
-        pending = extract(target, () => store().get(key), {
+        pending = extract(target, () => openArchive(store(), key), {
           gzip: encoding === 'gzip',
           sha256: hash,
           limits: build.limits ?? DEFAULT_CONTEXT_LIMITS,
@@ -155,20 +155,36 @@ function sweepLeftovers(contexts: string): Promise<void> {
 }
 
 /**
+ * The stored archive `key` and its size, which lets extraction check the expansion ratio against the whole archive.
+ * An object replaced between the two is still caught: reading past the size is refused, and any other archive fails
+ * its sha256.
+ */
+async function openArchive(
+  store: ObjectStore,
+  key: string,
+): Promise<{ readonly archive: Readable; readonly sizeBytes: number | undefined }> {
+  const info = await store.head(key);
+  // No archive is empty: a size of 0 is a store that did not say (S3 without a Content-Length), checked as it reads.
+  const sizeBytes = info !== undefined && info.sizeBytes > 0 ? info.sizeBytes : undefined;
+  return { archive: await store.get(key), sizeBytes };
+}
+
+/**
  * Unpack into a temporary directory of its own (unique, so it never meets one a crashed worker left behind) and rename
  * it into place once complete; on any failure (the store, a limit, an unsafe entry) the temporary directory is
  * removed.
  */
 async function extract(
   target: string,
-  open: () => Promise<Readable>,
+  open: () => Promise<{ readonly archive: Readable; readonly sizeBytes: number | undefined }>,
   options: { readonly gzip: boolean; readonly sha256: string; readonly limits: ContextLimits },
 ): Promise<void> {
   await mkdir(dirname(target), { recursive: true });
   await sweepLeftovers(dirname(target));
   const temp = await mkdtemp(`${target}${TEMP_MARK}`);
   try {
-    await extractBuildContext(await open(), temp, options);
+    const { archive, sizeBytes } = await open();
+    await extractBuildContext(archive, temp, { ...options, archiveBytes: sizeBytes });
     // The marker goes last: a worker killed anywhere before it leaves a context that is extracted again.
     await rm(completeMarker(target), { force: true });
     await removeTree(target);

@@ -1,10 +1,11 @@
-import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { packContext } from '../../src/cli/context-archive.js';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
 import { DEFAULT_CONTEXT_LIMITS, type ContextLimits } from '../../src/protocol/context-limits.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
@@ -394,6 +395,65 @@ describe('build context uploads (the controller: streaming into the object store
     expect(answer.sent).toBeLessThan(total);
     expect(inFlightBytes()).toBe(0);
     expect(await objects.exists(`contexts/${'d'.repeat(64)}.tar.gz`)).toBe(false);
+  });
+
+  it('checks the expansion ratio against the whole archive its Content-Length declares, whatever the order of its files', async () => {
+    const ctx = join(scratch, 'mixed');
+    mkdirSync(ctx);
+    writeFileSync(join(ctx, 'Dockerfile'), 'FROM busybox\n');
+    // A preallocated disk image first by name (zeros, over 1000× on their own), then incompressible weights.
+    writeFileSync(join(ctx, 'a-disk.img'), Buffer.alloc(20 * MIB));
+    writeFileSync(join(ctx, 'z-model.bin'), randomBytes(12 * MIB));
+    const { archive, uncompressedBytes } = await packContext(ctx);
+    expect(uncompressedBytes / archive.length).toBeLessThan(3);
+    const sha256 = sha256Of(archive);
+    const key = `contexts/${sha256}.tar.gz`;
+
+    // Sent chunked, with no length to check against, the ratio is the expansion over what has arrived so far.
+    const chunked = await streamUpload(server.url, `/v1/contexts?sha256=${sha256}`, ADMIN_TOKEN, {
+      bytes: archive,
+    });
+    expect(chunked.status).toBe(413);
+    expect(chunked.body.error).toMatch(
+      /expands more than 100 times its archive read so far .*maxExpansionRatio\)/,
+    );
+    expect(await objects.exists(key)).toBe(false);
+
+    // With its length (as `fleetwise submit` sends it), the whole archive's ratio counts: 2.7×, taken.
+    const sized = await post(
+      server.url,
+      `/v1/contexts?sha256=${sha256}`,
+      ADMIN_TOKEN,
+      archive,
+      'application/gzip',
+    );
+    expect(sized.body.error).toBeUndefined();
+    expect(sized.status).toBe(201);
+    expect(sized.body.sizeBytes).toBe(archive.length);
+    expect((await objects.getBuffer(key)).equals(archive)).toBe(true);
+  });
+
+  it('still refuses a gzip bomb of declared length early, at its expansion ratio, and keeps nothing of it', async () => {
+    const bomb = await gzipBomb(200 * MIB);
+    const sha256 = sha256Of(bomb);
+    const answer = await post(
+      server.url,
+      `/v1/contexts?sha256=${sha256}`,
+      ADMIN_TOKEN,
+      bomb,
+      'application/gzip',
+    );
+    expect(answer.status).toBe(413);
+    const refused =
+      /expands more than 100 times its archive \((\d+) bytes to over ([\d.]+) MiB; maxExpansionRatio\)/.exec(
+        answer.body.error ?? '',
+      );
+    expect(refused, answer.body.error).not.toBeNull();
+    // Measured against the whole archive, as declared: cut once past 100 times it, far from the 200 MiB.
+    expect(Number(refused?.[1])).toBe(bomb.length);
+    expect(Number(refused?.[2])).toBeLessThan(32);
+    expect(inFlightBytes()).toBe(0);
+    expect(await objects.exists(`contexts/${sha256}.tar.gz`)).toBe(false);
   });
 });
 

@@ -15,7 +15,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -41,6 +41,13 @@ function extract(
   sha256?: string,
 ): Promise<void> {
   return extractBuildContext(Readable.from([archive]), dir, { gzip, limits, sha256 });
+}
+
+/** `archive` in 64 KiB chunks, as a store streams an object. */
+function streamed(archive: Buffer): Readable {
+  const chunks: Buffer[] = [];
+  for (let at = 0; at < archive.length; at += 64 * 1024) chunks.push(archive.subarray(at, at + 64 * 1024));
+  return Readable.from(chunks);
 }
 
 /** Bytes written under `dir`. */
@@ -134,6 +141,57 @@ describe('extractBuildContext', () => {
     mkdirSync(fine);
     await extract(gzipSync(files), fine, true, { ...DEFAULT_CONTEXT_LIMITS, maxExpandedBytes: MIB });
     expect(readdirSync(fine)).toEqual(['a.txt']);
+  });
+
+  it('checks the expansion ratio against the archive size the store gave, whatever the order of its files', async () => {
+    const src = join(tmp, 'src');
+    mkdirSync(src);
+    writeFileSync(join(src, 'Dockerfile'), 'FROM busybox\n');
+    // Zeros first by name (a preallocated disk image), then incompressible weights: 2.7 times overall.
+    writeFileSync(join(src, 'a-disk.img'), Buffer.alloc(20 * MIB));
+    writeFileSync(join(src, 'z-model.bin'), randomBytes(12 * MIB));
+    const { archive } = await packContext(src);
+    const options = { gzip: true, limits: DEFAULT_CONTEXT_LIMITS };
+    const sized = join(tmp, 'sized');
+    mkdirSync(sized);
+    await extractBuildContext(streamed(archive), sized, { ...options, archiveBytes: archive.length });
+    expect(await hashBuildContext(sized)).toBe(await hashBuildContext(src));
+    // Without a size, the zeros alone are the expansion of what was read so far.
+    const unsized = join(tmp, 'unsized');
+    mkdirSync(unsized);
+    await expect(extractBuildContext(streamed(archive), unsized, options)).rejects.toThrow(
+      /expands more than 100 times its archive read so far .*maxExpansionRatio/,
+    );
+  });
+
+  it('with the archive size given, still stops a bomb early, and refuses an archive longer than the size', async () => {
+    const bomb = await gzipBomb(200 * MIB);
+    const dir = join(tmp, 'bomb');
+    mkdirSync(dir);
+    const refused = extractBuildContext(streamed(bomb), dir, {
+      gzip: true,
+      limits: DEFAULT_CONTEXT_LIMITS,
+      archiveBytes: bomb.length,
+    });
+    await expect(refused).rejects.toBeInstanceOf(ContextLimitError);
+    await expect(refused).rejects.toThrow(
+      `expands more than 100 times its archive (${bomb.length} bytes to over`,
+    );
+    expect(await bytesUnder(dir)).toBeLessThan(32 * MIB);
+
+    const archive = gzipSync(await craftTar([{ name: 'Dockerfile', content: 'FROM busybox\n' }]));
+    const longer = join(tmp, 'longer');
+    mkdirSync(longer);
+    await expect(
+      extractBuildContext(streamed(archive), longer, {
+        gzip: true,
+        limits: DEFAULT_CONTEXT_LIMITS,
+        archiveBytes: archive.length - 1,
+      }),
+    ).rejects.toThrow(
+      `the build context archive is longer than the ${archive.length - 1} bytes declared for it ` +
+        `(${archive.length} bytes read): a different or damaged archive`,
+    );
   });
 
   it('refuses an archive that is not the one its reference names', async () => {

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import {
   chmodSync,
   existsSync,
@@ -121,6 +121,37 @@ describe('fetchBuildContext of an uploaded context', () => {
       ),
     ).rejects.toThrow(/expands to more than its limit of 8 MiB \(maxExpandedBytes\)/);
     expect(readdirSync(join(workDir, 'contexts'))).toEqual([]);
+  });
+
+  it("checks the expansion ratio against the stored archive's size: a mixed context unpacks, a bomb stops early", async () => {
+    const store = new CountingStore(join(tmp, 'store'));
+    const src = join(tmp, 'mixed');
+    mkdirSync(src);
+    writeFileSync(join(src, 'Dockerfile'), 'FROM busybox\n');
+    // Zeros first by name (a preallocated disk image), then incompressible weights: 2.7 times overall.
+    writeFileSync(join(src, 'a-disk.img'), Buffer.alloc(20 * 1024 * 1024));
+    writeFileSync(join(src, 'z-model.bin'), randomBytes(12 * 1024 * 1024));
+    const { archive } = await packContext(src);
+    const mixed = await upload(store, archive);
+    const workDir = join(tmp, 'work');
+    const handed = await fetchBuildContext({ context: mixed.ref }, workDir, () => store);
+    expect(handed.contextDir).toBe(join(workDir, 'contexts', mixed.hash));
+    expect(statSync(join(handed.contextDir, 'a-disk.img')).size).toBe(20 * 1024 * 1024);
+    const model = readFileSync(join(handed.contextDir, 'z-model.bin'));
+    expect(model.equals(readFileSync(join(src, 'z-model.bin')))).toBe(true);
+
+    const bomb = await gzipBomb(200 * 1024 * 1024);
+    const { ref } = await upload(store, bomb);
+    const refused = await fetchBuildContext({ context: ref }, workDir, () => store).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(Error);
+    const over =
+      /expands more than 100 times its archive \((\d+) bytes to over ([\d.]+) MiB; maxExpansionRatio\)/.exec(
+        (refused as Error).message,
+      );
+    expect(over, (refused as Error).message).not.toBeNull();
+    expect(Number(over?.[1])).toBe(bomb.length);
+    expect(Number(over?.[2])).toBeLessThan(32);
+    expect(readdirSync(join(workDir, 'contexts')).sort()).toEqual([mixed.hash, `${mixed.hash}.complete`]);
   });
 
   it('removes what a worker killed mid-extraction left behind', async () => {

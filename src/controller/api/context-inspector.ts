@@ -50,13 +50,19 @@ export class ContextInspector extends Transform {
   private readonly tarRead: Promise<void>;
   private entries = 0;
 
+  /**
+   * `declaredBytes`: the body's size when the request says it (Content-Length), so that the expansion ratio is
+   * checked against the whole archive (ExpansionMeter); a body declared over the limit is refused here, before a byte
+   * of it is read.
+   */
   constructor(
     encoding: 'tar' | 'gzip',
     limits: ContextLimits,
     private readonly declaredSha256: string,
+    declaredBytes?: number,
   ) {
     super();
-    this.meter = new ExpansionMeter(limits);
+    this.meter = new ExpansionMeter(limits, declaredBytes);
     const tar = tarExtract();
     tar.on('entry', (header, entry, next) => {
       const unsafe = unsafeEntry(header);

@@ -2,7 +2,7 @@ import type { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { parseWith } from '../../core/validation.js';
-import { ContextLimitError, ExpansionMeter, type ContextLimits } from '../../protocol/context-limits.js';
+import { ContextLimitError, type ContextLimits } from '../../protocol/context-limits.js';
 import { teamScope } from './auth.js';
 import { bodyOf, CONTEXT_UPLOAD_URL } from './body.js';
 import { ContextArchiveError, ContextInspector } from './context-inspector.js';
@@ -175,9 +175,15 @@ export function registerClusterRoutes(
       );
     const team = teamScope(context.principal(request));
     const limits = contextLimits(team);
-    // A body declared larger than the limit is refused before a byte of it is read.
-    new ExpansionMeter(limits).addArchive(Number(request.headers['content-length'] ?? 0) || 0);
-    const inspector = new ContextInspector(encoding, limits, sha256);
+    // Node has checked the Content-Length and reads no further: a body declared over the limit is refused before a
+    // byte of it is read, and the expansion ratio is checked against the whole. A chunked upload has none.
+    const length = request.headers['content-length'];
+    const inspector = new ContextInspector(
+      encoding,
+      limits,
+      sha256,
+      length === undefined ? undefined : Number(length),
+    );
     stream.on('error', (e) => inspector.destroy(e));
     // A failure reaches storeContext through the stream it reads; this keeps one that comes before it reads (while
     // it checks whether the archive is stored already) from going unhandled.
