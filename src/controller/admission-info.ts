@@ -1,3 +1,4 @@
+import { expectedDurationOf } from './job-spec/spec.js';
 import type { ClusterSnapshot } from '../core/model.js';
 import { UNKNOWN_DURATION_SECONDS, type AdmissionJobInfo } from '../queue/admission.js';
 import { stagesDone, toDistribution } from '../queue/success.js';
@@ -19,7 +20,7 @@ export function admissionInfo(
   return (jobId) => {
     const job = records.get(jobId);
     if (job === undefined) return {};
-    const perTask = job.spec.expectedDurationSeconds ?? UNKNOWN_DURATION_SECONDS;
+    const perTask = expectedDurationOf(job.spec) ?? UNKNOWN_DURATION_SECONDS;
     const success = job.spec.success === undefined ? undefined : toDistribution(job.spec.success);
     const remaining = sched.get(jobId)?.expectedRemainingSeconds ?? perTask;
     return {

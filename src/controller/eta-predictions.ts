@@ -1,3 +1,4 @@
+import { expectedDurationOf } from './job-spec/spec.js';
 import type { Catalog } from '../core/catalog.js';
 import { durationText } from '../core/duration.js';
 import { formatIdList } from '../core/id-list.js';
@@ -175,7 +176,7 @@ export function predictEtas(predict: PredictFn, input: PredictInput): Prediction
         startSeconds: job.startedAtSeconds ?? null,
         completionSeconds: null,
         computedAtSeconds: now,
-        basis: `no ETA: it has run past its declared expectedDurationSeconds (${job.spec.expectedDurationSeconds ?? 0} s) and reports no progress; ${place}`,
+        basis: `no ETA: it has run past its declared expectedDurationSeconds (${expectedDurationOf(job.spec) ?? 0} s) and reports no progress; ${place}`,
       });
       continue;
     }
@@ -273,7 +274,7 @@ function capNeed(cap: string, footprint: JobFootprint, caps: QueueCaps): string 
 
 function placeOf(job: JobRecord, input: PredictInput): string {
   const size =
-    (job.spec.expectedDurationSeconds ?? UNKNOWN_DURATION_SECONDS) *
+    (expectedDurationOf(job.spec) ?? UNKNOWN_DURATION_SECONDS) *
     job.spec.tasks.reduce((n, t) => n + t.replicas, 0);
   const classId = input.admission.classOf(size, job.team);
   const view = input.views?.get(job.id);

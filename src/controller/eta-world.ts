@@ -1,3 +1,4 @@
+import { expectedDurationOf } from './job-spec/spec.js';
 import type { Catalog, InstanceType } from '../core/catalog.js';
 import { groupBy } from '../core/group.js';
 import { UNKNOWN_DURATION_SECONDS, type Admission } from '../queue/admission.js';
@@ -130,8 +131,9 @@ export function controllerWorld(inputs: SnapshotInputs, options: WorldOptions): 
       .sort((a, b) => a.index - b.index);
     if (tasks.length === 0) continue;
     const expanded = new Map(expandTasks(job.spec).map((t) => [t.index, t]));
-    if (job.spec.expectedDurationSeconds === undefined) assumedDuration.add(job.id);
-    const duration = job.spec.expectedDurationSeconds ?? UNKNOWN_DURATION_SECONDS;
+    const declared = expectedDurationOf(job.spec);
+    if (declared === undefined) assumedDuration.add(job.id);
+    const duration = declared ?? UNKNOWN_DURATION_SECONDS;
     const restore = job.spec.checkpoint.restoreDelaySeconds ?? 0;
     const init = job.spec.checkpoint.initDelaySeconds ?? 0;
     const traceTasks: TraceTask[] = tasks.map((t) => {

@@ -1,5 +1,5 @@
 import type { Clock } from './clock.js';
-import type { JobSpec } from './job-spec/spec.js';
+import { expectedDurationOf, type JobSpec } from './job-spec/spec.js';
 import { jobTransitions, runningSecondsOf } from './job-transitions.js';
 import type { ControllerLogger } from './seams.js';
 import type { JobRecord, JobState, StateStore } from './state-store.js';
@@ -21,7 +21,7 @@ const CHECKED_STATES: readonly JobState[] = ['starting', 'running', 'migrating']
  */
 export function runLimitWarnings(spec: JobSpec): string[] {
   const limit = spec.maxRunSeconds;
-  const expected = spec.expectedDurationSeconds;
+  const expected = expectedDurationOf(spec);
   if (limit === undefined || expected === undefined || expected <= limit) return [];
   return [
     `maxRunSeconds (${limit} s) is shorter than expectedDurationSeconds (${expected} s): the job will be stopped ` +

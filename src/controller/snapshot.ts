@@ -1,7 +1,7 @@
 import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../core/model.js';
 import type { InstancePlacement, JobNetwork, MeasuredRtt, NetworkDeclaration } from '../core/network.js';
 import { groupBy } from '../core/group.js';
-import type { TaskTemplateSpec } from './job-spec/spec.js';
+import { expectedDurationOf, type TaskTemplateSpec } from './job-spec/spec.js';
 import { expandTasks } from './job-spec/tasks.js';
 import { unmetDependencies } from './job-dependencies.js';
 import { jobTransitions, lastEnteredRunning } from './job-transitions.js';
@@ -394,7 +394,7 @@ function expectedRemaining(
   nowSeconds: number,
   runningSince: number | undefined,
 ): number | undefined {
-  const expected = job.spec.expectedDurationSeconds;
+  const expected = expectedDurationOf(job.spec);
   if (expected === undefined) return undefined;
   const total = job.totalIterations;
   if (total !== undefined && total > 0 && job.completedIterations > 0)

@@ -611,7 +611,7 @@ function formatDryRun(file: string, view: DryRunResponse): string {
         `${bound === undefined || bound === null ? '' : `: by ${predictionsOf(held.length)} it would start no earlier than ${formatTime(bound)}`}\n`;
   const etaLine =
     eta === null
-      ? 'eta        - (predictions are off on this controller)'
+      ? 'eta        - (no prediction: predictions are off on this controller, or it is stopping)'
       : `eta        ${completionText(eta) ?? 'unknown'}` +
         `${eta.startSeconds === null ? '' : `, start ${formatTime(eta.startSeconds)}`} (${eta.basis})`;
   const arrayLine =

@@ -221,11 +221,15 @@ const BY_HAND: Record<string, Record<string, Schema>> = {
       responses: {
         '200': ok('The job, unsuccessful', ref('JobSummary')),
         '400': error(
-          'Bad stage or reason (a stage beyond the stages a job with `success: {kind: stages}` declares, or a stage ' +
-            'for a job that declares none)',
+          'Bad stage or reason (a stage beyond the stages a job with `success: {kind: stages}` declares, a stage ' +
+            'for a job that declares none, a stage for a job that has not run yet, or one past the stage its ' +
+            'reported progress is in)',
         ),
         ...JOB_ERRORS,
-        '409': error('The job already ended otherwise (succeeded, failed, cancelled)'),
+        '409': error(
+          'The job already ended otherwise (succeeded, failed, cancelled), or was marked unsuccessful before with ' +
+            'another stage or reason (it keeps the first)',
+        ),
         '501': error('This controller cannot end jobs as unsuccessful'),
       },
     },

@@ -190,7 +190,7 @@ const SUCCESS_RUN_TOLERANCE = 0.01;
  * A success model and `expectedDurationSeconds` describe the same run at full throughput: success-rank orders the job
  * by the one, while admission sizes it and the ETA simulation runs it by the other. The stages (a run that passes
  * them all) must sum to the duration; an expected size, which counts runs that stop early, must be no more than it.
- * Without a duration, the model's run is the job's (`expectedDuration`), so it must be one a job may declare.
+ * Without a duration, the model's run is the job's (`expectedDurationOf`, spec.ts), so it must be one a job may declare.
  */
 function successProblems(raw: RawJobSpec): Problem[] {
   const success = raw.success;
@@ -234,17 +234,6 @@ function successProblems(raw: RawJobSpec): Problem[] {
 /** Seconds as a spec states them: a sum of stages in floating point (0.1 + 0.2) shown as written. */
 function secondsText(seconds: number): string {
   return String(Number(seconds.toFixed(3)));
-}
-
-/**
- * The job's expected duration: as declared, else its success model's run, so that a job that declares only stages or
- * an expected size is sized, predicted and ordered on the one time scale. Stored with the job, so its written form
- * states it and validates again to the same job.
- */
-function expectedDuration(raw: RawJobSpec): number | undefined {
-  return (
-    raw.expectedDurationSeconds ?? (raw.success === undefined ? undefined : successModelSeconds(raw.success))
-  );
 }
 
 /** Task names after expanding replicas (`<template>` for one replica, `<template>-<i>` for more). */
@@ -355,7 +344,6 @@ function formatGiB(gib: number): string {
 }
 
 function resolve(raw: RawJobSpec): JobSpec {
-  const duration = expectedDuration(raw);
   const tasks = raw.tasks.map((t, i): TaskTemplateSpec => {
     const name = templateName(t, i);
     const workload =
@@ -384,7 +372,9 @@ function resolve(raw: RawJobSpec): JobSpec {
     tasks,
     checkpoint: raw.checkpoint,
     ...(raw.totalIterations === undefined ? {} : { totalIterations: raw.totalIterations }),
-    ...(duration === undefined ? {} : { expectedDurationSeconds: duration }),
+    ...(raw.expectedDurationSeconds === undefined
+      ? {}
+      : { expectedDurationSeconds: raw.expectedDurationSeconds }),
     ...(raw.noMoveSeconds === undefined ? {} : { noMoveSeconds: raw.noMoveSeconds }),
     ...(jobDependencies(raw).length === 0 ? {} : { dependsOn: jobDependencies(raw) }),
     ...(raw.maxRunSeconds === undefined ? {} : { maxRunSeconds: raw.maxRunSeconds }),

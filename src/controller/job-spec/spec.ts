@@ -1,6 +1,6 @@
 import { CHECKPOINT_SIGNALS, type CheckpointSignal } from '../../protocol/worker-protocol.js';
 import type { FamilyDemand } from '../../core/resources.js';
-import type { SuccessSpec } from '../../queue/success.js';
+import { successModelSeconds, type SuccessSpec } from '../../queue/success.js';
 import { MAX_DURATION_SECONDS } from '../../core/duration.js';
 import type { NetworkDeclaration } from '../../core/network.js';
 import type { SpotPreference } from '../../core/spot.js';
@@ -215,4 +215,19 @@ export interface JobSpec {
   readonly spotMaxDelaySeconds?: number | undefined;
   /** One job of an array (with `index`), or an array to submit as `size` jobs (without). */
   readonly arrayProperties?: ArrayProperties | undefined;
+}
+
+/**
+ * How long a job is expected to run at full throughput: its `expectedDurationSeconds`, else its success model's run
+ * (the stages' sum, or the expected size), so a job that declares only the model is sized, predicted and ordered on
+ * one time scale. Read here rather than stored: the spec stays as it was written (its request hash, its written form),
+ * and jobs stored before the model gave it get it too.
+ */
+export function expectedDurationOf(
+  spec: Pick<JobSpec, 'expectedDurationSeconds' | 'success'>,
+): number | undefined {
+  return (
+    spec.expectedDurationSeconds ??
+    (spec.success === undefined ? undefined : successModelSeconds(spec.success))
+  );
 }

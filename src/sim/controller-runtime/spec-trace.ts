@@ -1,7 +1,7 @@
 import type { Catalog } from '../../core/catalog.js';
 import { ValidationError } from '../../core/validation.js';
 import { parseJobSpec } from '../../controller/job-spec/parse.js';
-import { arraySubmissionSize, type JobSpec } from '../../controller/job-spec/spec.js';
+import { arraySubmissionSize, expectedDurationOf, type JobSpec } from '../../controller/job-spec/spec.js';
 import { expandTasks } from '../../controller/job-spec/tasks.js';
 import { fleetwiseTrace, FLEETWISE_TRACE_FORMAT, type FleetwiseTraceJob } from '../traces/fleetwise-json.js';
 import type { Trace } from '../../world/trace.js';
@@ -108,7 +108,7 @@ function unsimulatedFields(spec: JobSpec): string[] {
         'and give the dependent job a later arrival in the arrivals index instead (a trace exported from a ' +
         "controller's state, `fleetwise export-trace`, keeps its jobs' dependencies)",
     );
-  const expected = spec.expectedDurationSeconds;
+  const expected = expectedDurationOf(spec);
   if (spec.maxRunSeconds !== undefined && expected !== undefined && spec.maxRunSeconds < expected)
     problems.push(
       `maxRunSeconds: ${spec.maxRunSeconds} s is shorter than expectedDurationSeconds (${expected} s): the job would be ` +
@@ -150,10 +150,12 @@ export function specFilesTrace(
       }
       throw e;
     }
-    if (spec.expectedDurationSeconds === undefined) {
+    const durationSeconds = expectedDurationOf(spec);
+    if (durationSeconds === undefined) {
       problems.push(
         new ValidationError(file.path, [
-          'expectedDurationSeconds: required to simulate the job: how long it runs at full throughput (seconds, or 30m, 2h, …)',
+          'expectedDurationSeconds: required to simulate the job (or a success model, which gives it): how long it ' +
+            'runs at full throughput (seconds, or 30m, 2h, …)',
         ]),
       );
       continue;
@@ -171,7 +173,6 @@ export function specFilesTrace(
       size === undefined ? [file.name] : Array.from({ length: size }, (_, i) => `${file.name}[${i}]`);
     // SEQUENTIAL: each job of the array waits for the one before it, as the controller would hold it.
     const sequential = spec.arrayProperties?.sequential === true;
-    const durationSeconds = spec.expectedDurationSeconds;
     ids.forEach((id, i) =>
       jobs.push(
         specTraceJob(spec, {

@@ -1,3 +1,4 @@
+import { expectedDurationOf } from '../../controller/job-spec/spec.js';
 import type { EventRecord, JobRecord, JobState } from '../../controller/state-store.js';
 import {
   FLEETWISE_TRACE_FORMAT,
@@ -119,7 +120,7 @@ export function historyTrace(
       else skipped.push({ id: job.id, reason: `${job.state} without ever running` });
       continue;
     }
-    const declared = job.spec.expectedDurationSeconds;
+    const declared = expectedDurationOf(job.spec);
     if (declared !== undefined) keep(job, declared, 'declared');
     else
       skipped.push({
