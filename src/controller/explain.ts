@@ -1,6 +1,7 @@
 import { formatIdList } from '../core/id-list.js';
 import type { Market } from '../core/market.js';
 import { DEFAULT_SPOT_PREFERENCE, type SpotPreference } from '../core/spot.js';
+import { NO_INSTANCE_TYPE } from '../queue/admission-views.js';
 import { isQueueWait } from '../round/round.js';
 import type { DecisionRecord } from '../scheduler/types.js';
 import { instanceMarket, MARKET_FALLBACK_EVENT } from './instance-market.js';
@@ -240,7 +241,16 @@ const WAIT_REASONS: Readonly<Record<string, (classId: string, capName: string | 
     name === undefined || name === 'caps'
       ? 'admitting it now would break a cap'
       : `admitting it now would break ${name}`,
-  'never-fits': (c) => `it can never run: it breaks a cap alone, or needs more than class ${c}'s maxShare`,
+  'never-fits': (c, name) =>
+    name === undefined
+      ? `it can never run: it breaks a cap alone, or needs more than class ${c}'s maxShare`
+      : name === NO_INSTANCE_TYPE
+        ? 'it can never run: no instance type of the catalog can host one of its tasks'
+        : name === `class ${c} maxShare`
+          ? `it can never run: it needs more than class ${c}'s maxShare`
+          : name === 'caps'
+            ? 'it can never run: it breaks a cap alone'
+            : `it can never run: alone it breaks ${name}`,
 };
 
 /**

@@ -5,8 +5,16 @@
  */
 export function formatIdList(ids: readonly string[]): string {
   if (ids.length <= 4) return ids.join(', ');
-  if (isConsecutive(ids)) return `${ids[0] ?? ''} … ${ids.at(-1) ?? ''} (${ids.length} jobs)`;
+  // A set of jobs in any order (a spec's dependsOn as written): a range when, in number order, it is one.
+  const ordered = [...ids].sort((a, b) => idNumber(a) - idNumber(b));
+  if (isConsecutive(ordered)) return `${ordered[0] ?? ''} … ${ordered.at(-1) ?? ''} (${ids.length} jobs)`;
   return `${ids.slice(0, 3).join(', ')} and ${ids.length - 3} more`;
+}
+
+/** The number an id ends with (NaN for none: such a list is no range). */
+function idNumber(id: string): number {
+  const m = /(\d+)$/.exec(id);
+  return m === null ? Number.NaN : Number(m[1]);
 }
 
 /** `job-7`, `job-8`, `job-9`, …: one prefix, each number one more than the one before. */

@@ -127,4 +127,19 @@ describe('waiting reasons in words', () => {
       'admitting it now would break maxInstances (position 1 in its queue)',
     );
   });
+
+  it('names what a job that never fits breaks, as its recorded cap says', () => {
+    expect(waitInWords('queue all: never-fits', 'maxInstances')).toBe(
+      'it can never run: alone it breaks maxInstances',
+    );
+    expect(waitInWords('queue all: never-fits', 'quota standard maxVcpus')).toBe(
+      'it can never run: alone it breaks quota standard maxVcpus',
+    );
+    expect(waitInWords('queue large: never-fits', 'class large maxShare')).toBe(
+      "it can never run: it needs more than class large's maxShare",
+    );
+    expect(waitInWords('queue all: never-fits', 'no instance type')).toBe(
+      'it can never run: no instance type of the catalog can host one of its tasks',
+    );
+  });
 });
