@@ -95,6 +95,9 @@ export class RoundRecorder {
     const planned = outcome.planned;
     if (planned === undefined) {
       this.deps.queueViews.record(views, undefined);
+      // Nothing to plan (only jobs the caps never admit, no instance) is still a world to predict: a job back in the
+      // queue that can no longer fit keeps no ETA of the fleet it ran on.
+      if (fork !== undefined) this.deps.predictions.afterRound(inputs, fork, now, views);
       return { actions: [], launched: new Map(), queue, capHoldsJobsBack: outcome.capHoldsJobsBack };
     }
     const { plan, victims, capViolation } = planned;

@@ -1,7 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import type { PredictFn } from '../../src/controller/eta-predictions.js';
 import { controllerWorld } from '../../src/controller/eta-world.js';
-import { readQueueRecord } from '../../src/controller/queue-records.js';
+import {
+  NEVER_UNDER_CAPS_BASIS,
+  readQueueRecord,
+  writeQueueRecord,
+} from '../../src/controller/queue-records.js';
+import { ManualClock } from '../../src/controller/clock.js';
+import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { readSnapshotInputs } from '../../src/controller/snapshot.js';
 import type { WfqConfig } from '../../src/queue/wfq.js';
 import { catalog, CPU_SMALL, jobSpec, rig } from './controller-fixtures.js';
@@ -75,5 +81,28 @@ describe('the ETA of a job back in the queue', () => {
     expect(store.getJob(r2)?.state).toBe('queued');
     expect(calls.n).toBe(before + 1);
     expect(readQueueRecord(store, r2)?.eta?.startSeconds as number).toBeGreaterThan(clock.nowSeconds());
+  });
+});
+
+describe('the ETA of a job the caps no longer admit', () => {
+  it('is predicted again at a round that has nothing to plan, and says never', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
+    // A two-task job queued under an older configuration, with the ETA it was given there.
+    const job = store.submitJob(jobSpec('gang', CPU_SMALL, { replicas: 2, expectedDurationSeconds: 3600 }));
+    const stale = {
+      startSeconds: clock.nowSeconds() - 60,
+      completionSeconds: clock.nowSeconds() + 3540,
+      computedAtSeconds: clock.nowSeconds() - 120,
+      basis: 'admitted in class all',
+    };
+    writeQueueRecord(store, job.id, { eta: stale });
+    // Started again with one instance at most: the job never fits, nothing is admitted, no instance is left.
+    const { controller } = rig({ caps: { maxInstances: 1 } }, { clock, store });
+    await controller.runRound('period');
+    await controller.predictionsSettled();
+    const eta = readQueueRecord(store, job.id)?.eta;
+    expect(eta).toMatchObject({ startSeconds: null, completionSeconds: null });
+    expect(eta?.basis).toMatch(new RegExp(`^${NEVER_UNDER_CAPS_BASIS}`));
   });
 });
