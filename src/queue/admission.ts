@@ -116,6 +116,13 @@ export interface JobMemory {
   /** Σ live-job counts over the rounds the job was seen, and their number (PCS N̄_j, for unfairness). */
   liveSum: number;
   rounds: number;
+  /**
+   * A plan this admission let it into was cut to the caps without it (`noteCut`), and it has not run since: sized at
+   * its standalone price, not the packing's, until it does. Its packed share understates what it adds when it needs an
+   * instance of its own (the cut drops such instances whole), so at the packed size it would be let in and cut round
+   * after round, and the jobs let in beside it with it, while the fleet stays far under the cap.
+   */
+  cutFromPlan?: boolean;
 }
 
 export class Admission {
@@ -226,6 +233,7 @@ export class Admission {
       const queued = queuedJob(sched, tasks.length, memory, jobInfo);
       if (holdsCapacity) {
         holding.add(sched.id);
+        memory.cutFromPlan = false;
         // Placed between rounds, or found holding capacity after a restart: admitted when its current run began, in
         // both runtimes alike (preemption takes the most recently admitted first).
         memory.admittedSeconds ??= jobInfo.runBeganSeconds?.() ?? now;
@@ -257,7 +265,12 @@ export class Admission {
     // The decision keeps the jobs as admission sized them, so what the queue views say a job needs and what the caps
     // have left (its usage) are in the same dollars.
     const sizedRunning = running.map(sized);
-    const sizedWaiting = new Map([...waiting].map(([id, j]) => [id, sized(j)]));
+    const sizedWaiting = new Map(
+      [...waiting].map(([id, j]) => [
+        id,
+        factor < 1 && this.memory.get(id)?.cutFromPlan === true ? j : sized(j),
+      ]),
+    );
     const result = admit({
       nowSeconds: now,
       caps: this.caps,
@@ -355,6 +368,17 @@ export class Admission {
       out.push({ jobId: p.jobId, classId: p.classId, forClassId: p.forClassId, reason: p.reason });
     }
     return out;
+  }
+
+  /**
+   * The round's plan, carried out, was cut to the caps without these jobs it had let in (the scheduler's own cap
+   * check, scheduler/caps.ts): each is sized at its standalone price until it runs (JobMemory.cutFromPlan).
+   */
+  noteCut(jobIds: readonly string[]): void {
+    for (const id of jobIds) {
+      const m = this.memory.get(id);
+      if (m !== undefined) m.cutFromPlan = true;
+    }
   }
 
   /** The round carried these preemptions out: their classes wait for them before preempting again. */

@@ -95,7 +95,10 @@ export function runRound(input: RoundInput): RoundOutcome {
   const plan = withQueueWaits(scheduler.plan(withoutVictims), queue, admission.caps);
   const diff = diffConfiguration(admitted, plan.configuration, input.catalog, { scheduler: scheduler.name });
   const capViolation = planCapViolation(plan.configuration, diff, input.catalog, admission.caps);
-  if (input.carriedOut && capViolation === undefined) admission.markPreempting(victims);
+  if (input.carriedOut && capViolation === undefined) {
+    admission.markPreempting(victims);
+    admission.noteCut(plan.decision.waiting.filter((w) => !isQueueWait(w.cap)).map((w) => w.jobId));
+  }
   return { queue, capHoldsJobsBack: holdsBack, planned: { queue, victims, plan, diff, capViolation }, fork };
 }
 

@@ -1,0 +1,101 @@
+import { describe, expect, it } from 'vitest';
+import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
+import type { ClusterSnapshot, SchedJob, SchedTask } from '../../src/core/model.js';
+import type { FamilyDemand } from '../../src/core/resources.js';
+import { Admission } from '../../src/queue/admission.js';
+import { isQueueWait, runRound } from '../../src/round/round.js';
+import { EvaScheduler } from '../../src/scheduler/eva.js';
+
+const catalog = loadCatalogFile();
+const CAP = 0.8;
+const SMALL: FamilyDemand = { any: [0, 1, 2] };
+/** Twelve vCPUs: a c7i.4xlarge ($0.714/h) of its own, most of the cap. */
+const BIG: FamilyDemand = { any: [0, 12, 24] };
+
+function job(id: string, arrivalSeconds: number, running: boolean): SchedJob {
+  return {
+    id,
+    taskIds: [`${id}/t`],
+    reconfigurable: true,
+    arrivalSeconds,
+    migrationDelaySeconds: 60,
+    expectedRemainingSeconds: 3600,
+    ...(running ? { runningSinceSeconds: 0, lastCheckpointSeconds: 0 } : {}),
+  };
+}
+
+/**
+ * Six one-vCPU jobs packed on a c7i.xlarge and a c7i.large ($0.27/h, half their $0.54/h standalone), then three more
+ * one-vCPU jobs and a job needing a c7i.4xlarge, waiting in that order, under a $0.80/h cap.
+ */
+function fleet(): ClusterSnapshot {
+  const running = ['r0', 'r1', 'r2', 'r3', 'r4', 'r5'];
+  const waiting = ['s0', 's1', 's2', 'big'];
+  const tasks: SchedTask[] = [
+    ...running.map((id, i) => ({
+      id: `${id}/t`,
+      jobId: id,
+      key: id,
+      demand: SMALL,
+      instanceId: i < 4 ? 'i-x' : 'i-l',
+    })),
+    ...waiting.map((id) => ({ id: `${id}/t`, jobId: id, key: id, demand: id === 'big' ? BIG : SMALL })),
+  ];
+  return {
+    nowSeconds: 600,
+    jobs: [...running.map((id) => job(id, 0, true)), ...waiting.map((id, i) => job(id, 100 + i, false))],
+    tasks,
+    instances: [
+      {
+        id: 'i-x',
+        typeName: 'c7i.xlarge',
+        state: 'running',
+        taskIds: running.slice(0, 4).map((id) => `${id}/t`),
+      },
+      {
+        id: 'i-l',
+        typeName: 'c7i.large',
+        state: 'running',
+        taskIds: running.slice(4).map((id) => `${id}/t`),
+      },
+    ],
+  };
+}
+
+/** The waiting jobs a round's plan places, and those its caps cut after admission let them in. */
+function round(admission: Admission, eva: EvaScheduler) {
+  const outcome = runRound({
+    snapshot: fleet(),
+    jobInfo: () => ({}),
+    admission,
+    scheduler: eva,
+    observations: [],
+    catalog,
+    carriedOut: true,
+  });
+  const plan = outcome.planned?.plan;
+  const placed = new Set(plan?.configuration.instances.flatMap((i) => i.taskIds) ?? []);
+  return {
+    admitted: [...outcome.queue.result.admitted].sort(),
+    placed: ['big', 's0', 's1', 's2'].filter((id) => placed.has(`${id}/t`)),
+    cut: (plan?.decision.waiting ?? []).filter((w) => !isQueueWait(w.cap)).map((w) => w.jobId),
+  };
+}
+
+describe('a job a plan was cut without, sized by the packing (plan-cost)', () => {
+  it('is sized at its own price until it runs, so the jobs behind it are placed instead of cut with it', () => {
+    const admission = new Admission(catalog, { caps: { maxCostPerHour: CAP }, admitBy: 'plan-cost' });
+    const eva = new EvaScheduler(catalog, { caps: { maxCostPerHour: CAP }, valueOfTimePerJobHour: 0 });
+    const first = round(admission, eva);
+    // At half its price the big job is let in with the others, but its instance alone is most of the cap: the plan is
+    // cut without it, and without the small jobs packed on that instance with it.
+    expect(first.admitted).toContain('big');
+    expect(first.cut).toContain('big');
+    // Before, the next round did the same again, and every round after it: nothing placed while the fleet ran at a
+    // third of the cap. At its own price the big job now waits, and the small ones are placed.
+    const second = round(admission, eva);
+    expect(second.admitted).not.toContain('big');
+    expect(second.placed).toEqual(['s0', 's1', 's2']);
+    expect(second.cut).toEqual([]);
+  });
+});
