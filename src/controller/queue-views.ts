@@ -44,7 +44,7 @@ export class QueueViews {
                 ...view,
                 status: 'waiting',
                 reason: 'caps',
-                detail: `admitted, but the packed plan breaks ${cap}; the next round sizes it at its own price until it runs`,
+                detail: `admitted, but the packed plan breaks ${cap}; it waits for a later round`,
               };
       const { sinceSeconds: _since, ...content } = shown;
       const text = JSON.stringify(content);

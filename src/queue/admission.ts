@@ -2,7 +2,15 @@ import { instancePricePerHour, typesByName, type Catalog } from '../core/catalog
 import { groupBy } from '../core/group.js';
 import { inNoMoveWindow, type ClusterSnapshot, type SchedJob, type SchedTask } from '../core/model.js';
 import { spotOffering } from '../core/spot.js';
-import { dominantShare, FootprintPrices, hasAnyCap, type JobFootprint, type QueueCaps } from './caps.js';
+import {
+  capViolations,
+  dominantShare,
+  FootprintPrices,
+  hasAnyCap,
+  usageOf,
+  type JobFootprint,
+  type QueueCaps,
+} from './caps.js';
 import type { StageDistribution } from './success.js';
 import { admit, type AdmissionResult, type QueuedJob, type RunningQueuedJob } from './admit.js';
 import { classify } from './class-shares.js';
@@ -265,12 +273,15 @@ export class Admission {
     // The decision keeps the jobs as admission sized them, so what the queue views say a job needs and what the caps
     // have left (its usage) are in the same dollars.
     const sizedRunning = running.map(sized);
-    const sizedWaiting = new Map(
-      [...waiting].map(([id, j]) => [
-        id,
-        factor < 1 && this.memory.get(id)?.cutFromPlan === true ? j : sized(j),
-      ]),
-    );
+    // A job a plan was cut without counts at its own price, where that alone fits the caps (one that fits only
+    // packed keeps its packed size: at its own price it would be never-fits for good); whether it ever fits is still
+    // judged on its packed size.
+    const cutSized = <J extends QueuedJob>(j: J): J => {
+      if (!(factor < 1) || this.memory.get(j.id)?.cutFromPlan !== true) return sized(j);
+      if (capViolations(usageOf([j.footprint], this.caps), this.caps).length > 0) return sized(j);
+      return { ...j, fitFootprint: scaledCost(j.footprint, factor) };
+    };
+    const sizedWaiting = new Map([...waiting].map(([id, j]) => [id, cutSized(j)]));
     const result = admit({
       nowSeconds: now,
       caps: this.caps,

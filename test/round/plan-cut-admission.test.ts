@@ -99,3 +99,71 @@ describe('a job a plan was cut without, sized by the packing (plan-cost)', () =>
     expect(second.cut).toEqual([]);
   });
 });
+
+describe('a job a plan was cut without, that fits the cap only packed', () => {
+  /** Running one-vCPU jobs packed as before (four on a c7i.xlarge, the rest on a c7i.large), and `m` waiting. */
+  function withGang(running: readonly string[]): ClusterSnapshot {
+    const gang: SchedJob = {
+      ...job('m', 100, false),
+      taskIds: Array.from({ length: 9 }, (_, k) => `m/t${k}`),
+    };
+    const onX = running.slice(0, 4);
+    const onL = running.slice(4);
+    return {
+      nowSeconds: 600,
+      jobs: [...running.map((id) => job(id, 0, true)), gang],
+      tasks: [
+        ...running.map((id, i) => ({
+          id: `${id}/t`,
+          jobId: id,
+          key: id,
+          demand: SMALL,
+          instanceId: i < 4 ? 'i-x' : 'i-l',
+        })),
+        ...gang.taskIds.map((id, k) => ({ id, jobId: 'm', key: `m${k}`, demand: SMALL })),
+      ],
+      instances: [
+        { id: 'i-x', typeName: 'c7i.xlarge', state: 'running', taskIds: onX.map((id) => `${id}/t`) },
+        ...(onL.length === 0
+          ? []
+          : [
+              {
+                id: 'i-l',
+                typeName: 'c7i.large',
+                state: 'running' as const,
+                taskIds: onL.map((id) => `${id}/t`),
+              },
+            ]),
+      ],
+    };
+  }
+
+  it('keeps its packed size, so it still runs once room frees instead of waiting as never-fits', () => {
+    // Nine one-vCPU tasks: $0.80/h as nine c7i.large, over the $0.70 cap alone; about half that packed.
+    const cap = 0.7;
+    const admission = new Admission(catalog, { caps: { maxCostPerHour: cap }, admitBy: 'plan-cost' });
+    const eva = new EvaScheduler(catalog, { caps: { maxCostPerHour: cap }, valueOfTimePerJobHour: 0 });
+    const roundOn = (running: readonly string[]) => {
+      const outcome = runRound({
+        snapshot: withGang(running),
+        jobInfo: () => ({}),
+        admission,
+        scheduler: eva,
+        observations: [],
+        catalog,
+        carriedOut: true,
+      });
+      return {
+        reason: outcome.queue.result.queued.find((q) => q.jobId === 'm')?.reason,
+        placed: (outcome.planned?.plan.configuration.instances ?? []).some((i) =>
+          i.taskIds.some((t) => t.startsWith('m/')),
+        ),
+      };
+    };
+    const six = ['r0', 'r1', 'r2', 'r3', 'r4', 'r5'];
+    expect(roundOn(six).placed).toBe(false); // let in at its packed size, and cut
+    expect(roundOn(six).reason).not.toBe('never-fits');
+    // Two jobs end: the room it needs packed is there.
+    expect(roundOn(six.slice(0, 4)).placed).toBe(true);
+  });
+});
