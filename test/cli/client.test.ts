@@ -25,10 +25,11 @@ import {
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import {
   ADMIN_TOKEN,
+  type FakeControllerService,
   fakeWithTeams,
   NLP_TOKEN,
+  RESNET_SPEC,
   VISION_TOKEN,
-  type FakeControllerService,
 } from '../controller/api-fake-service.js';
 
 /**
@@ -40,24 +41,7 @@ let server: ApiServer;
 let service: FakeControllerService;
 let workDir = '';
 
-const SPEC: JobSpec = {
-  name: 'resnet',
-  team: 'vision',
-  tasks: [
-    {
-      name: 'trainer',
-      image: 'r:1',
-      env: {},
-      demand: { any: [1, 4, 24] },
-      replicas: 1,
-      shmSizeGiB: 1,
-      workload: 'resnet',
-    },
-  ],
-  checkpoint: { signal: 'SIGTERM', timeoutSeconds: 60 },
-  totalIterations: 1000,
-  queue: {},
-};
+const SPEC: JobSpec = RESNET_SPEC;
 
 interface Output {
   readonly stdout: string;

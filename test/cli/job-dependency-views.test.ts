@@ -12,7 +12,12 @@ import {
 import type { JobRecord } from '../../src/controller/state-store.js';
 import { ValidationError } from '../../src/core/validation.js';
 import { formatTime } from '../../src/cli/table.js';
-import { ADMIN_TOKEN, FakeControllerService, VISION_TOKEN } from '../controller/api-fake-service.js';
+import {
+  ADMIN_TOKEN,
+  FakeControllerService,
+  RESNET_SPEC,
+  VISION_TOKEN,
+} from '../controller/api-fake-service.js';
 
 /**
  * What `fleetwise job` and `fleetwise jobs` say of jobs held for their dependencies and of arrays, in-process against a
@@ -35,24 +40,7 @@ class PredictingService extends FakeControllerService {
 let server: ApiServer;
 let service: PredictingService;
 
-const SPEC: JobSpec = {
-  name: 'resnet',
-  team: 'vision',
-  tasks: [
-    {
-      name: 'trainer',
-      image: 'r:1',
-      env: {},
-      demand: { any: [1, 4, 24] },
-      replicas: 1,
-      shmSizeGiB: 1,
-      workload: 'resnet',
-    },
-  ],
-  checkpoint: { signal: 'SIGTERM', timeoutSeconds: 60 },
-  totalIterations: 1000,
-  queue: {},
-};
+const SPEC: JobSpec = RESNET_SPEC;
 
 /** Run `fleetwise …` in-process: its stdout, and the error it ended with, if any. */
 async function run(args: readonly string[]): Promise<{ stdout: string; error: Error | undefined }> {

@@ -5,9 +5,10 @@ import { startApiServer, type ApiServer } from '../../src/controller/api/server.
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import {
   ADMIN_TOKEN,
-  fakeWithTeams,
-  VISION_TOKEN,
   type FakeControllerService,
+  fakeWithTeams,
+  RESNET_SPEC,
+  VISION_TOKEN,
 } from '../controller/api-fake-service.js';
 
 /** `fleetwise job` in-process against a real API server on a socket, as client.test.ts runs the client commands. */
@@ -15,24 +16,7 @@ import {
 let server: ApiServer;
 let service: FakeControllerService;
 
-const SPEC: JobSpec = {
-  name: 'resnet',
-  team: 'vision',
-  tasks: [
-    {
-      name: 'trainer',
-      image: 'r:1',
-      env: {},
-      demand: { any: [1, 4, 24] },
-      replicas: 1,
-      shmSizeGiB: 1,
-      workload: 'resnet',
-    },
-  ],
-  checkpoint: { signal: 'SIGTERM', timeoutSeconds: 60 },
-  totalIterations: 1000,
-  queue: {},
-};
+const SPEC: JobSpec = RESNET_SPEC;
 
 async function jobView(id: string): Promise<string> {
   const program = new Command('fleetwise').exitOverride();

@@ -173,6 +173,26 @@ export class FakeControllerService implements ApiControllerService {
   }
 }
 
+/** A one-task GPU job, as the client tests submit and show it. */
+export const RESNET_SPEC: JobSpec = {
+  name: 'resnet',
+  team: 'vision',
+  tasks: [
+    {
+      name: 'trainer',
+      image: 'r:1',
+      env: {},
+      demand: { any: [1, 4, 24] },
+      replicas: 1,
+      shmSizeGiB: 1,
+      workload: 'resnet',
+    },
+  ],
+  checkpoint: { signal: 'SIGTERM', timeoutSeconds: 60 },
+  totalIterations: 1000,
+  queue: {},
+};
+
 export const ADMIN_TOKEN = 'admin-token-0123456789abcdef';
 export const VISION_TOKEN = 'vision-token-0123456789abcdef';
 export const NLP_TOKEN = 'nlp-token-0123456789abcdef00';

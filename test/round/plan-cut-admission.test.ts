@@ -25,26 +25,28 @@ function job(id: string, arrivalSeconds: number, running: boolean): SchedJob {
 }
 
 /**
- * Six one-vCPU jobs packed on a c7i.xlarge and a c7i.large ($0.27/h, half their $0.54/h standalone), then three more
- * one-vCPU jobs and a job needing a c7i.4xlarge, waiting in that order, under a $0.80/h cap.
+ * One-vCPU jobs running packed, four on a c7i.xlarge and the rest on a c7i.large (six: $0.27/h, half their $0.54/h
+ * standalone), and the waiting jobs and their tasks.
  */
-function fleet(): ClusterSnapshot {
-  const running = ['r0', 'r1', 'r2', 'r3', 'r4', 'r5'];
-  const waiting = ['s0', 's1', 's2', 'big'];
-  const tasks: SchedTask[] = [
-    ...running.map((id, i) => ({
-      id: `${id}/t`,
-      jobId: id,
-      key: id,
-      demand: SMALL,
-      instanceId: i < 4 ? 'i-x' : 'i-l',
-    })),
-    ...waiting.map((id) => ({ id: `${id}/t`, jobId: id, key: id, demand: id === 'big' ? BIG : SMALL })),
-  ];
+function packedFleet(
+  running: readonly string[],
+  waiting: readonly SchedJob[],
+  waitingTasks: readonly SchedTask[],
+): ClusterSnapshot {
+  const onL = running.slice(4);
   return {
     nowSeconds: 600,
-    jobs: [...running.map((id) => job(id, 0, true)), ...waiting.map((id, i) => job(id, 100 + i, false))],
-    tasks,
+    jobs: [...running.map((id) => job(id, 0, true)), ...waiting],
+    tasks: [
+      ...running.map((id, i) => ({
+        id: `${id}/t`,
+        jobId: id,
+        key: id,
+        demand: SMALL,
+        instanceId: i < 4 ? 'i-x' : 'i-l',
+      })),
+      ...waitingTasks,
+    ],
     instances: [
       {
         id: 'i-x',
@@ -52,14 +54,28 @@ function fleet(): ClusterSnapshot {
         state: 'running',
         taskIds: running.slice(0, 4).map((id) => `${id}/t`),
       },
-      {
-        id: 'i-l',
-        typeName: 'c7i.large',
-        state: 'running',
-        taskIds: running.slice(4).map((id) => `${id}/t`),
-      },
+      ...(onL.length === 0
+        ? []
+        : [
+            {
+              id: 'i-l',
+              typeName: 'c7i.large',
+              state: 'running' as const,
+              taskIds: onL.map((id) => `${id}/t`),
+            },
+          ]),
     ],
   };
+}
+
+/** Six running jobs, then three more one-vCPU jobs and a job needing a c7i.4xlarge, waiting in that order. */
+function fleet(): ClusterSnapshot {
+  const waiting = ['s0', 's1', 's2', 'big'];
+  return packedFleet(
+    ['r0', 'r1', 'r2', 'r3', 'r4', 'r5'],
+    waiting.map((id, i) => job(id, 100 + i, false)),
+    waiting.map((id) => ({ id: `${id}/t`, jobId: id, key: id, demand: id === 'big' ? BIG : SMALL })),
+  );
 }
 
 /** The waiting jobs a round's plan places, and those its caps cut after admission let them in. */
@@ -101,41 +117,17 @@ describe('a job a plan was cut without, sized by the packing (plan-cost)', () =>
 });
 
 describe('a job a plan was cut without, that fits the cap only packed', () => {
-  /** Running one-vCPU jobs packed as before (four on a c7i.xlarge, the rest on a c7i.large), and `m` waiting. */
+  /** The running jobs packed as above, and `m`, a job of nine one-vCPU tasks, waiting. */
   function withGang(running: readonly string[]): ClusterSnapshot {
     const gang: SchedJob = {
       ...job('m', 100, false),
       taskIds: Array.from({ length: 9 }, (_, k) => `m/t${k}`),
     };
-    const onX = running.slice(0, 4);
-    const onL = running.slice(4);
-    return {
-      nowSeconds: 600,
-      jobs: [...running.map((id) => job(id, 0, true)), gang],
-      tasks: [
-        ...running.map((id, i) => ({
-          id: `${id}/t`,
-          jobId: id,
-          key: id,
-          demand: SMALL,
-          instanceId: i < 4 ? 'i-x' : 'i-l',
-        })),
-        ...gang.taskIds.map((id, k) => ({ id, jobId: 'm', key: `m${k}`, demand: SMALL })),
-      ],
-      instances: [
-        { id: 'i-x', typeName: 'c7i.xlarge', state: 'running', taskIds: onX.map((id) => `${id}/t`) },
-        ...(onL.length === 0
-          ? []
-          : [
-              {
-                id: 'i-l',
-                typeName: 'c7i.large',
-                state: 'running' as const,
-                taskIds: onL.map((id) => `${id}/t`),
-              },
-            ]),
-      ],
-    };
+    return packedFleet(
+      running,
+      [gang],
+      gang.taskIds.map((id, k) => ({ id, jobId: 'm', key: `m${k}`, demand: SMALL })),
+    );
   }
 
   it('keeps its packed size, so it still runs once room frees instead of waiting as never-fits', () => {
