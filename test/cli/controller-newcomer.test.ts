@@ -45,8 +45,11 @@ describe('npm start, then the client (CLI subprocesses)', () => {
 
     // A dry run against the real controller: the reservation-price type, its $/h, and a predicted ETA.
     const dry = await runCli(['submit', COUNTER, '--dry-run', '--json'], bareEnv(), { cwd: scratch });
-    // Only what a submission would be told (without Docker: how the process executor runs it).
-    for (const line of dry.stderr.split('\n').filter((l) => l !== ''))
+    // Only what a submission would be told (without Docker: how the process executor runs it), and its build context
+    // uploaded first, as a submission's is, so the controller checks it.
+    const told = dry.stderr.split('\n').filter((l) => l !== '');
+    expect(told.filter((l) => l.startsWith('uploaded build context '))).toHaveLength(1);
+    for (const line of told.filter((l) => !l.startsWith('uploaded build context ')))
       expect(line).toMatch(/^warning: .*counter\.yaml: task counter: /);
     const view = JSON.parse(dry.stdout) as {
       tasks: { instanceType: string; costPerHour: number }[];
