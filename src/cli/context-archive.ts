@@ -7,6 +7,7 @@ import { pack as tarPack, type Header } from 'tar-stream';
 import { MAX_LINK_HOPS, plainEntryName, unsafeEntryNameReason } from '../protocol/archive-entry-names.js';
 import {
   DEFAULT_CONTEXT_LIMITS,
+  describeBytes,
   RATIO_CHECK_FROM_BYTES,
   type ContextLimits,
 } from '../protocol/context-limits.js';
@@ -28,7 +29,6 @@ import {
 export const PACK_LIMITS: ContextLimits = DEFAULT_CONTEXT_LIMITS;
 
 const BLOCK = 512;
-const MIB = 1024 * 1024;
 /** Dockerfile-like names a missing-Dockerfile error lists at most. */
 const MAX_LOOKALIKES = 5;
 /** Every entry's mtime: a fixed date, so rebuilding the archive from the same files gives the same bytes. */
@@ -52,10 +52,6 @@ export class MissingDockerfileError extends Error {
 
 /** Docker's Dockerfile when a build names none, and the lower-case name docker also takes for it. */
 const DEFAULT_DOCKERFILES = ['Dockerfile', 'dockerfile'];
-
-function describeBytes(bytes: number): string {
-  return bytes >= MIB ? `${Math.round((bytes / MIB) * 10) / 10} MiB` : `${bytes} bytes`;
-}
 
 /** Tar bytes an entry takes at least: its header block and its contents padded to whole blocks. */
 function entryBytes(stats: Stats): number {

@@ -241,17 +241,17 @@ const WAIT_REASONS: Readonly<Record<string, (classId: string, capName: string | 
     name === undefined || name === 'caps'
       ? 'admitting it now would break a cap'
       : `admitting it now would break ${name}`,
-  'never-fits': (c, name) =>
-    name === undefined
-      ? `it can never run: it breaks a cap alone, or needs more than class ${c}'s maxShare`
-      : name === NO_INSTANCE_TYPE
-        ? 'it can never run: no instance type of the catalog can host one of its tasks'
-        : name === `class ${c} maxShare`
-          ? `it can never run: it needs more than class ${c}'s maxShare`
-          : name === 'caps'
-            ? 'it can never run: it breaks a cap alone'
-            : `it can never run: alone it breaks ${name}`,
+  'never-fits': (c, name) => `it can never run: ${neverFitsCause(c, name)}`,
 };
+
+/** What a never-fits job breaks alone, by the cap its round recorded (none before rounds recorded it). */
+function neverFitsCause(classId: string, capName: string | undefined): string {
+  if (capName === undefined) return `it breaks a cap alone, or needs more than class ${classId}'s maxShare`;
+  if (capName === NO_INSTANCE_TYPE) return 'no instance type of the catalog can host one of its tasks';
+  if (capName === `class ${classId} maxShare`) return `it needs more than class ${classId}'s maxShare`;
+  if (capName === 'caps') return 'it breaks a cap alone';
+  return `alone it breaks ${capName}`;
+}
 
 /**
  * A decision's `waiting` entry in words: the queue's (`queue small: class-share, position 2`, with the cap's name

@@ -1,4 +1,4 @@
-import type { Market } from '../core/market.js';
+import type { CloudProvider } from '../cloud/provider.js';
 import { UNAVAILABLE_OFFERING_SECONDS } from '../core/spot.js';
 import type { Clock } from './clock.js';
 import type { ControllerLogger } from './seams.js';
@@ -64,17 +64,8 @@ export interface InterruptionReport {
   readonly source: 'worker' | 'interruption-queue';
 }
 
-/** What the controller asks of its cloud here (CloudProvider.markOfferingUnavailable). */
-export interface SpotPoolCloser {
-  /**
-   * Keep launches of the type in that zone and market out of it for the provider's window. `sinceSeconds` (epoch
-   * seconds), when given, is when the window opened: a notice recorded before this process started closes the pool
-   * for the rest of its window only, not for a new one.
-   */
-  markOfferingUnavailable?(typeName: string, zone: string, market: Market, sinceSeconds?: number): void;
-  /** How long the provider keeps a marked pool closed (default UNAVAILABLE_OFFERING_SECONDS). */
-  readonly unavailableOfferingSeconds?: number | undefined;
-}
+/** What the controller asks of its cloud here: closing a spot pool, and for how long the cloud keeps it closed. */
+export type SpotPoolCloser = Pick<CloudProvider, 'markOfferingUnavailable' | 'unavailableOfferingSeconds'>;
 
 export interface SpotInterruptionsDeps {
   readonly store: StateStore;

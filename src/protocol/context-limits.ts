@@ -56,7 +56,8 @@ export class ContextLimitError extends Error {
   }
 }
 
-function describeBytes(bytes: number): string {
+/** A byte count as limits and refusals show it: `12.5 MiB`, or `300 bytes` under a MiB. */
+export function describeBytes(bytes: number): string {
   return bytes >= MIB ? `${Math.round((bytes / MIB) * 10) / 10} MiB` : `${bytes} bytes`;
 }
 

@@ -3,11 +3,10 @@ import { groupBy } from '../core/group.js';
 import { inNoMoveWindow, type ClusterSnapshot, type SchedJob, type SchedTask } from '../core/model.js';
 import { spotOffering } from '../core/spot.js';
 import {
-  capViolations,
   dominantShare,
+  fitsCaps,
   FootprintPrices,
   hasAnyCap,
-  usageOf,
   type JobFootprint,
   type QueueCaps,
 } from './caps.js';
@@ -278,7 +277,7 @@ export class Admission {
     // judged on its packed size.
     const cutSized = <J extends QueuedJob>(j: J): J => {
       if (!(factor < 1) || this.memory.get(j.id)?.cutFromPlan !== true) return sized(j);
-      if (capViolations(usageOf([j.footprint], this.caps), this.caps).length > 0) return sized(j);
+      if (!fitsCaps([j.footprint], this.caps)) return sized(j);
       return { ...j, fitFootprint: scaledCost(j.footprint, factor) };
     };
     const sizedWaiting = new Map([...waiting].map(([id, j]) => [id, cutSized(j)]));
