@@ -100,6 +100,18 @@ export function addJobWarning(store: StateStore, jobId: string, kind: string, wa
   store.setValue(warningsKey(jobId), [...kept, `${kind} ${warning}`]);
 }
 
+/**
+ * Take back the warnings of `kind` (their leading words) learned while the job ran: what they said is over. The key
+ * goes when no warning is left.
+ */
+export function removeJobWarning(store: StateStore, jobId: string, kind: string): void {
+  const warnings = readJobWarnings(store, jobId);
+  const kept = warnings.filter((w) => !w.startsWith(kind));
+  if (kept.length === warnings.length) return;
+  if (kept.length === 0) store.deleteValue(warningsKey(jobId));
+  else store.setValue(warningsKey(jobId), kept);
+}
+
 export function readJobWarnings(store: StateStore, jobId: string): string[] {
   const parsed = warningsSchema.safeParse(store.getValue(warningsKey(jobId)));
   return parsed.success ? parsed.data : [];

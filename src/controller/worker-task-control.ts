@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import type { Attention } from './attention-clock.js';
 import { CarriedSilence, CARRY_SILENCE_EVERY_SECONDS } from './carried-silence.js';
 import { WorkerSilence } from './worker-silence.js';
@@ -20,7 +21,7 @@ import type { Clock } from './clock.js';
 import { coStarts } from './co-start-records.js';
 import { recordStartReports, type StartMeasure } from './co-start-reports.js';
 import { describeTask } from './desired-task.js';
-import { addJobWarning } from './execution-check.js';
+import { addJobWarning, removeJobWarning } from './execution-check.js';
 import { LatencyMatrix, type LatencyMatrixView } from './latency-matrix.js';
 import {
   silentLogger,
@@ -106,6 +107,34 @@ interface InstanceReports {
 
 /** The job view's warning when a move's checkpoint did not reach the store (the newest one is kept). */
 const CHECKPOINT_NOT_UPLOADED = 'checkpoint not uploaded at a move:';
+/** The job view's warning when a running task's checkpoints cannot be uploaded (TaskReport.checkpointError). */
+const CHECKPOINT_NOT_PACKED = 'checkpoint not uploaded while running:';
+
+/**
+ * The event of a stop from outside a worker (a host shutdown, `docker stop`, a signal not from the worker) that the
+ * worker resumed its task from (TaskReport.outsideStops): one per such restart, shown as a restart in the job's view.
+ */
+export const TASK_STOPPED_OUTSIDE_EVENT = 'task.stopped-outside';
+
+/** What a TASK_STOPPED_OUTSIDE_EVENT records: the task's attempt, and which of its stops there it was (1, 2, …). */
+const stoppedOutsideData = z.object({
+  attempt: z.number().int().positive(),
+  count: z.number().int().positive(),
+});
+
+/**
+ * New stops from outside recorded from one report at most. A worker reports each stop before it resumes the task
+ * (it waits for the controller's answer), so more than one in a report is heartbeats lost meanwhile; and a worker
+ * lets one attempt of a task have 10 (src/worker/outside-stops.ts), so more than that is no count worth an event each.
+ */
+const MAX_OUTSIDE_STOPS_PER_REPORT = 10;
+
+/** The stops from outside last recorded for a task: those of one attempt of it on one instance. */
+interface OutsideStops {
+  readonly instanceId: string;
+  readonly attempt: number;
+  readonly count: number;
+}
 
 /**
  * A start the reconciler asked for in this process: of the task on this instance, in this attempt of its job, for
@@ -142,6 +171,12 @@ export class WorkerTaskControl implements TaskControl {
   private readonly exitCodes = new Map<string, number>();
   /** Failed tasks whose worker said its host, not the job, kept them from starting (a full disk). */
   private readonly hostFaults = new Map<string, HostFaultKind>();
+  /** Task → the checkpoint error its worker reports, told to the job's owner once (TaskReport.checkpointError). */
+  private readonly checkpointErrors = new Map<string, string>();
+  /** Tasks whose reports said no checkpoint error, and whose job view holds no such warning of theirs. */
+  private readonly checkpointsClean = new Set<string>();
+  /** Task → its stops from outside recorded so far (TASK_STOPPED_OUTSIDE_EVENT). */
+  private readonly outsideStops = new Map<string, OutsideStops>();
   private readonly completed = new Map<string, number>();
   /** Job → iterations done, reported since the last `flushProgress`. */
   private readonly progress = new Map<string, number>();
@@ -330,6 +365,7 @@ export class WorkerTaskControl implements TaskControl {
         this.store.recordCheckpoint(task.id, report.checkpoint.key, report.checkpoint.atSeconds, inst.id);
       }
       const stop = this.stopping.get(task.id);
+      let toldByStop = false;
       if (
         report.state === 'stopped' &&
         report.reason !== undefined &&
@@ -341,16 +377,12 @@ export class WorkerTaskControl implements TaskControl {
         // The move goes on (the task resumes from its last uploaded checkpoint), but the work since then is lost:
         // the job's owner hears why (a file the archive refuses recurs at every checkpoint).
         stop.uploadFailureRecorded = true;
-        this.store.appendEvent({
-          kind: 'task.checkpoint-failed',
-          jobId: task.jobId,
-          taskId: task.id,
-          instanceId: inst.id,
-          message: `task ${task.id}: ${report.reason}`,
-        });
-        addJobWarning(this.store, task.jobId, CHECKPOINT_NOT_UPLOADED, `task ${task.id}: ${report.reason}`);
+        toldByStop = true;
+        this.checkpointFailed(task, inst, CHECKPOINT_NOT_UPLOADED, report.reason);
         this.log.warn(`task ${task.id} stopped without its checkpoint: ${report.reason}`);
       }
+      this.noteCheckpointError(task, inst, report.checkpointError, toldByStop);
+      this.noteOutsideStops(task, inst, report);
       if (report.state === 'failed' && !this.failures.has(task.id) && !this.isStale(report, task)) {
         this.failures.set(task.id, report.reason ?? `exit code ${report.exitCode ?? 'unknown'}`);
         if (report.exitCode !== undefined) this.exitCodes.set(task.id, report.exitCode);
@@ -364,11 +396,136 @@ export class WorkerTaskControl implements TaskControl {
         throughputs.set(task.id, report.throughputPerSecond);
     }
     for (const jobId of touchedJobs) {
-      const tasks = this.store.listTasks({ jobId });
-      // A gang has done what its least advanced task has done.
-      this.progress.set(jobId, Math.min(...tasks.map((t) => this.completed.get(t.id) ?? 0)));
+      const done = this.jobProgress(jobId);
+      if (done !== undefined) this.progress.set(jobId, done);
     }
     this.observeThroughputs(inst, throughputs);
+  }
+
+  /**
+   * A job's iterations done, from its tasks' reports: a gang has done what its least advanced task still at work has
+   * done, among those that report progress at all (a gang's coordinator may write none) and have not succeeded (one
+   * done with its part stays where its part ended while the others go on). Once none is left, the most any reached.
+   */
+  private jobProgress(jobId: string): number | undefined {
+    const going: number[] = [];
+    const ended: number[] = [];
+    for (const t of this.store.listTasks({ jobId })) {
+      const done = this.completed.get(t.id);
+      if (done !== undefined) (this.succeeded(t) ? ended : going).push(done);
+    }
+    if (going.length > 0) return Math.min(...going);
+    return ended.length > 0 ? Math.max(...ended) : undefined;
+  }
+
+  /** The task succeeded, as the store has it or as its worker's latest report of this attempt says. */
+  private succeeded(task: TaskRecord): boolean {
+    if (task.state === 'succeeded') return true;
+    const report =
+      task.instanceId === undefined ? undefined : this.reports.get(task.instanceId)?.tasks.get(task.id);
+    return report?.state === 'succeeded' && !this.isStale(report, task);
+  }
+
+  /**
+   * Stops from outside the worker that a task resumed from (TaskReport.outsideStops, counted in its attempt on that
+   * worker): restarts the controller neither asked for nor sees otherwise (its report goes from `stopped` back to
+   * `running`), so each is recorded once, a TASK_STOPPED_OUTSIDE_EVENT with the worker's reason, and the job's view
+   * counts it among its restarts. A count below the one recorded is a worker that restarted and counts from 0 again:
+   * all it says is new.
+   */
+  private noteOutsideStops(task: TaskRecord, inst: InstanceRecord, report: TaskReport): void {
+    const count = report.outsideStops;
+    if (count === undefined || this.isStale(report, task)) return;
+    const attempt = report.attempt ?? 1;
+    const known = this.knownOutsideStops(task.id, inst.id, attempt);
+    if (count === known) return;
+    const fresh = Math.min(count > known ? count - known : count, MAX_OUTSIDE_STOPS_PER_REPORT);
+    const why =
+      report.state === 'stopped' && report.reason !== undefined
+        ? report.reason
+        : 'stopped from outside its worker; it resumed from its last checkpoint';
+    for (let n = count - fresh + 1; n <= count; n++)
+      this.store.appendEvent({
+        kind: TASK_STOPPED_OUTSIDE_EVENT,
+        jobId: task.jobId,
+        taskId: task.id,
+        instanceId: inst.id,
+        message: `task ${task.id} on ${inst.id}: ${why}`,
+        data: { attempt, count: n },
+      });
+    this.outsideStops.set(task.id, { instanceId: inst.id, attempt, count });
+    this.log.warn(`task ${task.id} on ${inst.id} was stopped from outside its worker: ${why}`);
+  }
+
+  /**
+   * How many stops from outside of the task's attempt on the instance are recorded: as this process last recorded
+   * them, or (a controller restarted since) as the newest such event says.
+   */
+  private knownOutsideStops(taskId: string, instanceId: string, attempt: number): number {
+    let known = this.outsideStops.get(taskId);
+    if (known === undefined) {
+      const [last] = this.store.listEvents({
+        taskId,
+        kind: TASK_STOPPED_OUTSIDE_EVENT,
+        newestFirst: true,
+        limit: 1,
+      });
+      const data = stoppedOutsideData.safeParse(last?.data);
+      known =
+        data.success && last?.instanceId !== undefined
+          ? { instanceId: last.instanceId, ...data.data }
+          : { instanceId, attempt, count: 0 };
+      this.outsideStops.set(taskId, known);
+    }
+    return known.instanceId === instanceId && known.attempt === attempt ? known.count : 0;
+  }
+
+  /**
+   * A running task's checkpoints cannot be uploaded (its worker's `checkpointError`): the task goes on, but a lost
+   * instance or a move would cost it the work since its last upload, so the job's owner hears why, once per reason,
+   * unless the report of its stop without a checkpoint says it already. A report without it (an upload succeeded
+   * since) ends it: should it come back, it is told again.
+   */
+  private noteCheckpointError(
+    task: TaskRecord,
+    inst: InstanceRecord,
+    error: string | undefined,
+    toldByStop: boolean,
+  ): void {
+    if (error === undefined) {
+      // Over (an upload succeeded since), or not known in this process (a restarted controller): the view's warning
+      // of this task goes, once.
+      if (this.checkpointsClean.has(task.id)) return;
+      this.checkpointErrors.delete(task.id);
+      this.checkpointsClean.add(task.id);
+      removeJobWarning(this.store, task.jobId, `${CHECKPOINT_NOT_PACKED} task ${task.id}:`);
+      return;
+    }
+    this.checkpointsClean.delete(task.id);
+    if (this.checkpointErrors.get(task.id) === error) return;
+    this.checkpointErrors.set(task.id, error);
+    if (toldByStop) return;
+    this.checkpointFailed(
+      task,
+      inst,
+      CHECKPOINT_NOT_PACKED,
+      `${error}; it runs on, and would resume from its last uploaded checkpoint (tried again once its checkpoint ` +
+        'directory changes)',
+    );
+    this.log.warn(`task ${task.id}: its checkpoints cannot be uploaded: ${error}`);
+  }
+
+  /** A `task.checkpoint-failed` event, and the job view's warning of that `kind` (the newest one kept). */
+  private checkpointFailed(task: TaskRecord, inst: InstanceRecord, kind: string, reason: string): void {
+    const message = `task ${task.id}: ${reason}`;
+    this.store.appendEvent({
+      kind: 'task.checkpoint-failed',
+      jobId: task.jobId,
+      taskId: task.id,
+      instanceId: inst.id,
+      message,
+    });
+    addJobWarning(this.store, task.jobId, kind, message);
   }
 
   private observeThroughputs(inst: InstanceRecord, throughputs: ReadonlyMap<string, number>): void {

@@ -116,6 +116,8 @@ export type ReportedTaskState = (typeof REPORTED_TASK_STATES)[number];
 
 /** Bounds on what a worker reports: finite, and far beyond any real value (a worker drops a count past them). */
 export const MAX_REPORTED_COUNT = 1e15;
+/** Far beyond the stops from outside a worker lets one attempt of a task have (src/worker/outside-stops.ts). */
+export const MAX_REPORTED_OUTSIDE_STOPS = 1000;
 const EXIT_CODE = z.number().int().min(-2_147_483_648).max(2_147_483_647);
 
 export const taskReportSchema = z.strictObject({
@@ -142,6 +144,18 @@ export const taskReportSchema = z.strictObject({
     .optional(),
   /** The checkpoint this run restored, if any. */
   restoredFrom: z.string().max(1024).optional(),
+  /**
+   * Why the running task's checkpoints are not uploaded, when the store is not to blame (the task's checkpoint cannot
+   * be packed: a link out of its directory, a file that cannot be read). The worker tries again once the task changes
+   * the directory, and stops reporting this once an upload succeeds. The controller tells the job's owner.
+   */
+  checkpointError: z.string().max(4000).optional(),
+  /**
+   * Stops from outside the worker (a host shutdown, `docker stop`, a signal not from the worker) that this attempt of
+   * the task has had on this worker, each of which it resumed from its last checkpoint; absent when none. A worker that
+   * restarted counts from 0 again. The controller records each as a restart of the job.
+   */
+  outsideStops: z.number().int().positive().max(MAX_REPORTED_OUTSIDE_STOPS).optional(),
   /** The job attempt this run belongs to (DesiredTask.attempt), so an older attempt's exit is not taken for this one's. */
   attempt: z.number().int().positive().max(1000).optional(),
 });

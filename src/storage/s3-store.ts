@@ -156,8 +156,10 @@ export class S3ObjectStore implements ObjectStore {
     const partSize =
       body instanceof Readable ? this.partSizeFor(options.sizeHintBytes) : this.partSizeFor(body.length);
     // lib-storage sends one PutObject for a body smaller than a part, otherwise a multipart upload that it aborts
-    // on failure (leavePartsOnError: false), so a failed put leaves neither an object nor orphaned parts. Parts are
-    // buffers, so the SDK retries each one on its own. If-None-Match goes on the PutObject or on the
+    // on failure (leavePartsOnError: false), so a failed put leaves no object. Its parts go only if that abort reaches
+    // the store: one that fails because the store cannot be reached (the likeliest reason the put failed) leaves them
+    // billed and unlisted, for the bucket's AbortIncompleteMultipartUpload lifecycle rule (infra/controller.yaml) to
+    // remove. Parts are buffers, so the SDK retries each one on its own. If-None-Match goes on the PutObject or on the
     // CompleteMultipartUpload, so S3 itself refuses to replace an object another writer stored meanwhile.
     const upload = new Upload({
       client: this.client,

@@ -1,8 +1,9 @@
 import { watch, type FSWatcher } from 'node:fs';
-import { unlink } from 'node:fs/promises';
+import { unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CheckpointRef } from '../protocol/object-keys.js';
 import type { ObjectStore } from '../storage/object-store.js';
+import { isObjectStoreError } from '../storage/object-store-error.js';
 import {
   checkpointsToPrune,
   COMPLETE_MARKER,
@@ -21,6 +22,15 @@ import {
  * The watcher that uploads a running task's checkpoints as it writes them (the contract in checkpoints.ts).
  */
 
+/**
+ * The watcher's answer to a marker it could not honour: the task's checkpoint cannot be packed (a link out of the
+ * directory, a file that cannot be read). Written, with the reason on one line, before the marker is deleted, so a task
+ * that waits for the marker to go finds it there; deleted before the next upload, so it is never part of a checkpoint.
+ */
+export const FAILED_MARKER = `${COMPLETE_MARKER}.failed`;
+/** FAILED_MARKER's line in a fingerprint (`name:size:mtime`), and no other file's. */
+const FAILED_MARKER_LINE = /^COMPLETE\.failed:[^:]*:[^:]*$/;
+
 /** `poll`: the periodic check; `final`: the task exited, take any change; `marked-only`: only a COMPLETE marker. */
 export type CheckMode = 'poll' | 'final' | 'marked-only';
 
@@ -38,10 +48,12 @@ export interface CheckpointWatcherOptions {
   /** Complete checkpoints kept in the store after each upload (default 3). */
   readonly keep?: number;
   readonly onUpload?: (result: UploadResult) => void;
+  /** Each failure of the store's; one that is not (the task's checkpoint cannot be packed) once, not at every poll. */
   readonly onError?: (error: Error) => void;
   /**
    * Runs the final upload (`flush`, `flushMarkedOnly`: the one a stop waits for) until the store takes it
-   * (TaskLifecycle retries while the store fails). Periodic uploads are not retried: the next poll tries again.
+   * (TaskLifecycle retries while the store fails). Periodic uploads are not retried: the next poll tries again, or,
+   * when packing the directory failed, the first poll after the task changes it.
    */
   readonly retry?: StoreStepRetry;
 }
@@ -79,8 +91,20 @@ export class CheckpointWatcher {
   private readonly pollMs: number;
   private readonly quiescentMs: number;
   private readonly keep: number;
+  /**
+   * The directory's state when packing it failed for a reason of its own (not the store's), with that failure: the
+   * same state would fail the same way, so it is not tried again until the task changes the directory.
+   */
+  private refused: { readonly state: string; readonly error: Error } | undefined;
+  /** The message of the last failure reported through `onError` that was not the store's: told once. */
+  private told: string | undefined;
   /** The newest checkpoint this watcher uploaded. */
   lastManifest: CheckpointManifest | undefined;
+  /**
+   * Why the running task's checkpoints are not being uploaded, a failure that is not the store's (which is retried at
+   * every poll): what the worker reports to the controller. Cleared by the next upload that succeeds.
+   */
+  checkpointError: string | undefined;
   /**
    * Why the last final upload (`flush`, `flushMarkedOnly`) failed, once its retries ended: a permanent error (a file the
    * archive refuses), or the agent leaving while the store was down. The state the task left is then not in the store.
@@ -108,7 +132,7 @@ export class CheckpointWatcher {
     // After every seq ever used, partial ones included: a new checkpoint never overwrites an old object.
     this.nextSeq = (stored.at(-1)?.seq ?? 0) + 1;
     // A directory that cannot be read yet is no reason to watch nothing: the polls report it, and upload once it reads.
-    this.lastUploaded = baseline === 'restored' ? await fingerprint(this.options.dir).catch(() => '') : '';
+    this.lastUploaded = baseline === 'restored' ? await this.state().catch(() => '') : '';
     this.watchDir();
     this.schedule();
   }
@@ -158,8 +182,15 @@ export class CheckpointWatcher {
         if (mode !== 'poll') this.finalUploadError = undefined;
         return result;
       } catch (e) {
-        if (mode !== 'poll') this.finalUploadError = e as Error;
-        this.options.onError?.(e as Error);
+        const error = e as Error;
+        if (mode !== 'poll') this.finalUploadError = error;
+        if (!isObjectStoreError(error)) {
+          // The task's own doing, which recurs until it changes the directory: reported once, not at every poll.
+          if (mode === 'poll') this.checkpointError = oneLine(error.message);
+          if (error.message === this.told) return undefined;
+          this.told = error.message;
+        }
+        this.options.onError?.(error);
         return undefined;
       }
     });
@@ -172,8 +203,16 @@ export class CheckpointWatcher {
     if (this.nextSeq === 0) return undefined;
     const { dir } = this.options;
     const marker = join(dir, COMPLETE_MARKER);
-    if (await exists(marker)) {
-      this.markerSeen = true;
+    const marked = await exists(marker);
+    if (marked) this.markerSeen = true;
+    const refused = this.refused;
+    // A marked state that failed is answered again at once; a task that exited is told the state it left failed.
+    if (refused !== undefined && (marked || mode === 'final') && (await this.state()) === refused.state) {
+      if (marked) await this.answerMarker(refused.error);
+      if (mode === 'poll') return undefined;
+      throw refused.error;
+    }
+    if (marked) {
       const result = await this.upload(mode, true);
       // The task may write its next checkpoint as soon as this one is durable, before any housekeeping.
       await unlink(marker).catch(() => undefined);
@@ -181,8 +220,8 @@ export class CheckpointWatcher {
       return result;
     }
     if (this.markerSeen || mode === 'marked-only') return undefined;
-    const current = await fingerprint(dir);
-    if (current === this.lastUploaded || current === '') return undefined;
+    const current = await this.state();
+    if (current === this.lastUploaded || current === '' || current === refused?.state) return undefined;
     if (mode === 'poll') {
       if (current !== this.candidate) {
         this.candidate = current;
@@ -199,22 +238,69 @@ export class CheckpointWatcher {
   private async upload(mode: CheckMode, marked: boolean): Promise<UploadResult> {
     const { store, ref, dir } = this.options;
     const attempt = async (): Promise<UploadResult> => {
-      // Each attempt packs the directory as it is then, under a new seq (a failed one is left partial).
-      const before = await fingerprint(dir);
+      // The watcher's answer to an earlier state is no part of this one.
+      await unlink(join(dir, FAILED_MARKER)).catch(() => undefined);
+      // Each attempt packs the directory as it is then, under a new seq (one the store failed is left partial).
+      const before = await this.state();
       const seq = this.nextSeq++;
       // Partial until the manifest is written: a failed attempt may leave its tar behind, for pruning to delete.
       const entry = { seq, complete: false };
       this.stored.push(entry);
-      const uploaded = await uploadCheckpoint(store, ref, dir, seq, { marked });
-      entry.complete = true;
-      this.lastUploaded = before;
-      return uploaded;
+      try {
+        const uploaded = await uploadCheckpoint(store, ref, dir, seq, { marked });
+        entry.complete = true;
+        this.lastUploaded = before;
+        return uploaded;
+      } catch (e) {
+        if (!isObjectStoreError(e)) {
+          // Refused by packing, or its body failed and the put was undone: nothing of it is in the store, so its seq
+          // is the next attempt's. This state is not tried again until the directory changes ('' is one mid-change).
+          this.nextSeq = seq;
+          this.stored = this.stored.filter((c) => c !== entry);
+          if (before !== '') this.refused = { state: before, error: e as Error };
+        }
+        throw e;
+      }
     };
-    const result =
-      mode === 'poll' ? await attempt() : await (this.options.retry ?? once)('checkpoint upload', attempt);
+    let result: UploadResult;
+    try {
+      result =
+        mode === 'poll' ? await attempt() : await (this.options.retry ?? once)('checkpoint upload', attempt);
+    } catch (e) {
+      // A marker left in place would hold a task that follows the contract for good: it is answered instead.
+      if (marked && !isObjectStoreError(e)) await this.answerMarker(e as Error);
+      throw e;
+    }
+    this.refused = undefined;
+    this.told = undefined;
+    this.checkpointError = undefined;
     this.lastManifest = result.manifest;
     this.options.onUpload?.(result);
     return result;
+  }
+
+  /**
+   * The task's checkpoint files as `fingerprint` describes them, the watcher's own FAILED_MARKER left out: writing or
+   * deleting it is no change of the task's state.
+   */
+  private async state(): Promise<string> {
+    return (await fingerprint(this.options.dir))
+      .split('\n')
+      .filter((line) => !FAILED_MARKER_LINE.test(line))
+      .join('\n');
+  }
+
+  /**
+   * Tell the task its marked checkpoint cannot be uploaded: the reason in FAILED_MARKER, then the marker deleted, so it
+   * goes on. The note is created afresh (never written through a link the task put in its place); a directory that
+   * takes no note still loses the marker.
+   */
+  private async answerMarker(error: Error): Promise<void> {
+    const { dir } = this.options;
+    const note = join(dir, FAILED_MARKER);
+    await unlink(note).catch(() => undefined);
+    await writeFile(note, `${oneLine(error.message)}\n`, { flag: 'wx', mode: 0o644 }).catch(() => undefined);
+    await unlink(join(dir, COMPLETE_MARKER)).catch(() => undefined);
   }
 
   /**
@@ -265,4 +351,9 @@ export class CheckpointWatcher {
     await this.busy;
     while (this.pruning !== undefined) await this.pruning;
   }
+}
+
+/** A reason as one line of at most 4000 characters (what the marker's answer and the task report carry). */
+function oneLine(message: string): string {
+  return message.replace(/\s*\n\s*/g, ' ').slice(0, 4000);
 }

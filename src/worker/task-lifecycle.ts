@@ -2,7 +2,7 @@ import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ObjectStore } from '../storage/object-store.js';
 import { retryWhileStoreFails } from '../storage/retry.js';
-import { checkpointKeys } from '../protocol/object-keys.js';
+import { checkpointKeys, parseCheckpointKey } from '../protocol/object-keys.js';
 import type { DesiredTask, TaskReport } from '../protocol/worker-protocol.js';
 import type { AgentLogger, AgentOptions } from './agent.js';
 import { fetchBuildContext } from './build-context.js';
@@ -14,7 +14,13 @@ import { ProgressTracker } from './progress.js';
 import { hostFaultOf } from './host-fault.js';
 import { TaskLogUploads } from './task-log-uploads.js';
 import { readExitRecord, writeExitRecord, type TaskExitRecord } from './exit-record.js';
-import { gotFurther, reportedAll, SIGTERM_EXIT_CODE, stoppedFromOutside } from './outside-stops.js';
+import {
+  gotFurther,
+  outsideStopsSpent,
+  reportedAll,
+  SIGTERM_EXIT_CODE,
+  stoppedFromOutside,
+} from './outside-stops.js';
 import {
   checkpointOf,
   persistTask,
@@ -59,6 +65,14 @@ export class TaskLifecycle {
   /** The checkpoint-stops waiting for their task to exit, by task: what a notice brings forward. */
   private readonly stopDeadlines = new Map<LocalTask, StopDeadline>();
   private readonly logs: TaskLogUploads;
+  /**
+   * Task → the stops from outside its current attempt has had on this worker (outside-stops.ts bounds them, and the
+   * controller shows them as restarts). Kept while this worker runs: a restarted one counts from 0 again.
+   */
+  private readonly outsideStopCounts = new Map<
+    string,
+    { readonly attempt: number; readonly stops: number }
+  >();
 
   constructor(
     private readonly options: AgentOptions,
@@ -354,7 +368,9 @@ export class TaskLifecycle {
     if (t.progress === undefined) return;
     try {
       const summary = await t.progress.poll();
-      t.completed = summary.completed;
+      // Nothing written yet is no count: a task that never reports has not done 0 of its iterations (a gang's
+      // coordinator), and its job's progress is its other tasks'.
+      t.completed = summary.lastReportSeconds === undefined ? undefined : summary.completed;
       t.perSecond = summary.iterationsPerSecond;
     } catch (e) {
       this.log.warn(`task ${t.taskId}: could not read its progress file: ${(e as Error).message}`);
@@ -362,7 +378,13 @@ export class TaskLifecycle {
   }
 
   reports(): TaskReport[] {
-    return [...this.tasks.values()].map((t) => taskReport(t));
+    return [...this.tasks.values()].map((t) => taskReport(t, this.outsideStopsInAttempt(t)));
+  }
+
+  /** The stops from outside the task's current attempt has had on this worker. */
+  private outsideStopsInAttempt(t: LocalTask): number {
+    const counted = this.outsideStopCounts.get(t.taskId);
+    return counted !== undefined && counted.attempt === (t.attempt ?? 1) ? counted.stops : 0;
   }
 
   background(t: LocalTask, op: () => Promise<void>): void {
@@ -378,6 +400,8 @@ export class TaskLifecycle {
     // A new attempt here: the last one's watcher must not outlive it (stopWatching).
     const stale = previous?.watcher;
     if (previous !== undefined) previous.watcher = undefined;
+    // A rerun here of the same attempt after a stop (from outside, or a move): the stops from outside so far go on.
+    const rerun = previous?.phase === 'stopped' && (previous.attempt ?? 1) === (d.attempt ?? 1);
     const t: LocalTask = {
       taskId: d.taskId,
       jobId: d.jobId,
@@ -391,8 +415,8 @@ export class TaskLifecycle {
       lastLogUploadMs: 0,
       total: d.totalIterations,
       // A rerun here after stops from outside: how far they got, and how many got no further (stoppedFromOutside).
-      stoppedOutsideAt: previous?.phase === 'stopped' ? previous.stoppedOutsideAt : undefined,
-      outsideStops: previous?.phase === 'stopped' ? previous.outsideStops : undefined,
+      stoppedOutsideAt: rerun ? previous?.stoppedOutsideAt : undefined,
+      outsideStops: rerun ? previous?.outsideStops : undefined,
     };
     this.tasks.set(d.taskId, t);
     this.background(t, async () => {
@@ -592,9 +616,15 @@ export class TaskLifecycle {
       );
       if (result.uploadError !== undefined) {
         // Reported with the stop, so the controller tells the job's owner what the move cost: the state the task
-        // left is not in the store, and it resumes from its last uploaded checkpoint (the error may well recur).
+        // left is not in the store, and it resumes from its last uploaded checkpoint (the error may well recur):
+        // this run's, or the one it restored when it uploaded none.
+        const seq = t.checkpoint === undefined ? undefined : parseCheckpointKey(t, t.checkpoint.key)?.seq;
         const from =
-          result.lastManifest === undefined ? 'its start' : `checkpoint ${result.lastManifest.seq}`;
+          t.checkpoint === undefined
+            ? 'its start'
+            : seq === undefined
+              ? 'its last uploaded checkpoint'
+              : `checkpoint ${seq}`;
         t.reason = `its checkpoint at the stop could not be uploaded (${result.uploadError.message}); it resumes from ${from}`;
         this.log.warn(`task ${t.taskId}: ${t.reason}`);
       }
@@ -636,15 +666,13 @@ export class TaskLifecycle {
   private async finished(t: LocalTask, exitCode: number | undefined): Promise<void> {
     await this.pollProgress(t);
     if (!t.stopRequested) {
-      const outside = stoppedFromOutside(t, exitCode, await this.killedFromOutside(exitCode, t.taskId));
-      if (outside !== undefined) {
-        // Not the task's end: no exit is recorded, and it runs again from its last checkpoint.
-        t.stopRequested = true;
-        t.reason = outside;
-        t.outsideStops = (gotFurther(t) ? 0 : (t.outsideStops ?? 0)) + 1;
-        t.stoppedOutsideAt = Math.max(t.completed ?? 0, t.stoppedOutsideAt ?? 0);
-        this.log.warn(`task ${t.taskId}: ${outside}`);
-      }
+      const outside = stoppedFromOutside(
+        t,
+        exitCode,
+        await this.killedFromOutside(exitCode, t.taskId),
+        this.options.executor.kind,
+      );
+      if (outside !== undefined) await this.stoppedOutside(t, outside, exitCode);
     }
     if (t.stopRequested && exitCode === 0 && (await this.didItAll(t))) t.stopRequested = false;
     // Killed (that stop's timeout ran out, or a SIGTERM it did not handle): what is in its directory may be torn
@@ -696,7 +724,29 @@ export class TaskLifecycle {
     await this.persist(t);
   }
 
+  /**
+   * An exit taken for a stop from outside (`outside`, why): not the task's end, so no exit is recorded and it runs
+   * again from its last checkpoint; unless such stops are spent for it (outsideStopsSpent), when its exit is taken at
+   * its word.
+   */
+  private async stoppedOutside(t: LocalTask, outside: string, exitCode: number | undefined): Promise<void> {
+    const further = await gotFurther(t, this.registration().store);
+    const inAttempt = this.outsideStopsInAttempt(t);
+    const spent = outsideStopsSpent(t, further, inAttempt);
+    if (spent !== undefined) {
+      this.log.warn(`task ${t.taskId}: ${spent}: its exit (code ${exitCode ?? '?'}) is taken at its word`);
+      return;
+    }
+    t.stopRequested = true;
+    t.reason = outside;
+    t.outsideStops = (further ? 0 : (t.outsideStops ?? 0)) + 1;
+    t.stoppedOutsideAt = Math.max(t.completed ?? 0, t.stoppedOutsideAt ?? 0);
+    this.outsideStopCounts.set(t.taskId, { attempt: t.attempt ?? 1, stops: inAttempt + 1 });
+    this.log.warn(`task ${t.taskId}: ${outside}`);
+  }
+
   async forget(t: LocalTask): Promise<void> {
+    this.outsideStopCounts.delete(t.taskId);
     await t.watcher?.stop();
     await this.options.executor.remove(t.taskId).catch(() => undefined);
     await rm(this.taskDir(t.taskId), { recursive: true, force: true });

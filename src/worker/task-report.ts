@@ -1,11 +1,20 @@
-import { MAX_REPORTED_COUNT, type ReportedTaskState, type TaskReport } from '../protocol/worker-protocol.js';
+import {
+  MAX_REPORTED_COUNT,
+  MAX_REPORTED_OUTSIDE_STOPS,
+  type ReportedTaskState,
+  type TaskReport,
+} from '../protocol/worker-protocol.js';
 import type { LocalTask } from './task-record.js';
 
-/** What the worker's heartbeat reports of a task (the protocol's TaskReport). */
-export function taskReport(t: LocalTask): TaskReport {
+/**
+ * What the worker's heartbeat reports of a task (the protocol's TaskReport); `outsideStops`: the stops from outside its
+ * attempt has had on this worker (task-lifecycle.ts counts them).
+ */
+export function taskReport(t: LocalTask, outsideStops = 0): TaskReport {
   const state: ReportedTaskState = t.busy !== undefined && t.phase === 'running' ? 'running' : t.phase;
   const completed = reportable(t.completed);
   const perSecond = state === 'running' ? reportable(t.perSecond) : undefined;
+  const checkpointError = t.watcher?.checkpointError;
   return {
     taskId: t.taskId,
     state,
@@ -16,6 +25,8 @@ export function taskReport(t: LocalTask): TaskReport {
     ...(perSecond === undefined ? {} : { throughputPerSecond: perSecond }),
     ...(t.checkpoint === undefined ? {} : { checkpoint: t.checkpoint }),
     ...(t.restoredFrom === undefined ? {} : { restoredFrom: t.restoredFrom }),
+    ...(checkpointError === undefined ? {} : { checkpointError: checkpointError.slice(0, 4000) }),
+    ...(outsideStops > 0 ? { outsideStops: Math.min(outsideStops, MAX_REPORTED_OUTSIDE_STOPS) } : {}),
     ...(t.attempt === undefined ? {} : { attempt: t.attempt }),
   };
 }

@@ -1,10 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/controller/clock.js';
 import { jobSummary } from '../../src/controller/api/views.js';
-import { addJobWarning, readJobWarnings, recordJobWarnings } from '../../src/controller/execution-check.js';
+import {
+  addJobWarning,
+  readJobWarnings,
+  recordJobWarnings,
+  removeJobWarning,
+} from '../../src/controller/execution-check.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import type { JobRecord } from '../../src/controller/state-store.js';
-import type { TaskReport } from '../../src/protocol/worker-protocol.js';
+import { heartbeatRequestSchema, type TaskReport } from '../../src/protocol/worker-protocol.js';
 import { CPU_SMALL, jobSpec, rig, workerTaskControlFor } from './controller-fixtures.js';
 
 /**
@@ -76,7 +81,15 @@ describe('a checkpoint-stop whose checkpoint the worker could not upload', () =>
     const reason =
       'its checkpoint at the stop could not be uploaded (checkpoint 3 of x: entry "out" is a symlink to /etc/hostname, ' +
       'outside the checkpoint directory); it resumes from checkpoint 2';
-    const stopped: TaskReport = { taskId: task.id, state: 'stopped', attempt: 1, reason };
+    // Its worker had not reported the failure while the task ran: the stop's report tells it, once.
+    const stopped: TaskReport = {
+      taskId: task.id,
+      state: 'stopped',
+      attempt: 1,
+      reason,
+      checkpointError:
+        'checkpoint 3 of x: entry "out" is a symlink to /etc/hostname, outside the checkpoint directory',
+    };
     workers.heartbeat(token(instanceId), { tasks: [stopped] });
     workers.heartbeat(token(instanceId), { tasks: [stopped] });
     const events = store.listEvents({ kind: 'task.checkpoint-failed', jobId: job.id });
@@ -96,6 +109,55 @@ describe('a checkpoint-stop whose checkpoint the worker could not upload', () =>
   });
 });
 
+describe('a running task whose checkpoints cannot be uploaded', () => {
+  it('tells the job once per reason, in its view and as an event, until an upload succeeds', async () => {
+    const { clock, store, workers, job, task, instanceId } = await soloJobRunning();
+    const symlinkOut =
+      'checkpoint 3 of x: entry "cfg" is a symlink to /etc/hostname, outside the checkpoint directory';
+    const unreadable = "checkpoint 3 of x: EACCES: permission denied, open 'weights.bin'";
+    // What the worker sends, as the protocol takes it.
+    const beat = (checkpointError?: string, key?: string): void => {
+      const report = {
+        taskId: task.id,
+        state: 'running',
+        attempt: 1,
+        ...(checkpointError === undefined ? {} : { checkpointError }),
+        ...(key === undefined ? {} : { checkpoint: { key, atSeconds: clock.nowSeconds() } }),
+      };
+      workers.heartbeat(token(instanceId), heartbeatRequestSchema.parse({ tasks: [report] }));
+    };
+    const told = (): (string | undefined)[] =>
+      store.listEvents({ kind: 'task.checkpoint-failed', jobId: job.id }).map((e) => e.message);
+    const tail =
+      '; it runs on, and would resume from its last uploaded checkpoint (tried again once its checkpoint directory changes)';
+
+    beat(symlinkOut);
+    beat(symlinkOut);
+    beat(symlinkOut);
+    expect(told()).toEqual([`task ${task.id}: ${symlinkOut}${tail}`]);
+    expect(store.listEvents({ kind: 'task.checkpoint-failed', jobId: job.id })[0]).toMatchObject({
+      taskId: task.id,
+      instanceId,
+    });
+    const view = (): readonly string[] => jobSummary(store.getJob(job.id) as JobRecord, 1, store).warnings;
+    expect(view()).toEqual([`checkpoint not uploaded while running: task ${task.id}: ${symlinkOut}${tail}`]);
+
+    // Another reason is told too, and replaces the first in the view.
+    beat(unreadable);
+    expect(told()).toHaveLength(2);
+    expect(view()).toEqual([`checkpoint not uploaded while running: task ${task.id}: ${unreadable}${tail}`]);
+
+    // An upload succeeded: the error is over, and its warning leaves the view; should it come back, it is told again.
+    beat(undefined, 'ckpt/3');
+    beat(undefined, 'ckpt/3');
+    expect(told()).toHaveLength(2);
+    expect(view()).toEqual([]);
+    beat(unreadable, 'ckpt/3');
+    expect(told()).toHaveLength(3);
+    expect(view()).toEqual([`checkpoint not uploaded while running: task ${task.id}: ${unreadable}${tail}`]);
+  });
+});
+
 describe('warnings learned while a job runs', () => {
   it('keep the submission warnings and only the newest warning of each kind', () => {
     const store = new MemoryStateStore({ nowSeconds: () => 0 });
@@ -106,5 +168,22 @@ describe('warnings learned while a job runs', () => {
       'the process executor ignores image busybox',
       'checkpoint not uploaded at a move: task job-1.0: second',
     ]);
+  });
+
+  it('are taken back by kind, the others kept; with none left, nothing is kept for the job', () => {
+    const store = new MemoryStateStore({ nowSeconds: () => 0 });
+    recordJobWarnings(store, 'job-1', ['the process executor ignores image busybox']);
+    addJobWarning(store, 'job-1', 'checkpoint not uploaded while running:', 'task job-1.0: unreadable');
+    addJobWarning(store, 'job-2', 'checkpoint not uploaded while running:', 'task job-2.1: unreadable');
+    // Another task's warning of the kind stays when only this task's is named.
+    removeJobWarning(store, 'job-2', 'checkpoint not uploaded while running: task job-2.0:');
+    expect(readJobWarnings(store, 'job-2')).toEqual([
+      'checkpoint not uploaded while running: task job-2.1: unreadable',
+    ]);
+    removeJobWarning(store, 'job-1', 'checkpoint not uploaded while running:');
+    expect(readJobWarnings(store, 'job-1')).toEqual(['the process executor ignores image busybox']);
+    removeJobWarning(store, 'job-2', 'checkpoint not uploaded while running: task job-2.1:');
+    expect(readJobWarnings(store, 'job-2')).toEqual([]);
+    expect(store.getValue('execution.job.job-2.warnings')).toBeUndefined();
   });
 });

@@ -409,6 +409,96 @@ describe('checkpoints on the filesystem store', () => {
     expect(broken.finalUploadError?.message).toMatch(/ENOTDIR/);
   });
 
+  it('a marked checkpoint that cannot be packed is answered with COMPLETE.failed, told once, and tried again only once the directory changes', async () => {
+    const store = new FsObjectStore(join(tmp, 'store'));
+    const dir = join(tmp, 'ck');
+    mkdirSync(dir);
+    const errors: Error[] = [];
+    const uploads: UploadResult[] = [];
+    const watcher = new CheckpointWatcher({
+      store,
+      ref: REF,
+      dir,
+      pollMs: 20,
+      onError: (e) => errors.push(e),
+      onUpload: (u) => uploads.push(u),
+    });
+    await watcher.start();
+    const marker = join(dir, 'COMPLETE');
+    const answer = join(dir, 'COMPLETE.failed');
+    try {
+      writeState(dir, { state: 'step 1' });
+      symlinkSync('/etc/hostname', join(dir, 'cfg'));
+      writeFileSync(marker, '');
+      // The marker goes, so a task that waits for it goes on; why is in COMPLETE.failed, one line, there first.
+      await until(() => (existsSync(marker) ? undefined : true));
+      expect(readFileSync(answer, 'utf8')).toMatch(
+        /^checkpoint 1 of job-7\.0: entry "cfg" is a symlink to \/etc\/hostname, outside the checkpoint directory[^\n]*\n$/,
+      );
+      expect(watcher.checkpointError).toMatch(/"cfg" is a symlink to \/etc\/hostname/);
+      // Many polls later: not tried again (nothing more told), and nothing stored.
+      await new Promise((r) => setTimeout(r, 300));
+      expect(errors.map((e) => e.message)).toEqual([expect.stringMatching(/"cfg" is a symlink/)]);
+      expect(await listCheckpoints(store, REF)).toEqual([]);
+
+      // Marked again, unchanged: answered at once the same way, without another attempt or report.
+      writeFileSync(marker, '');
+      await until(() => (existsSync(marker) ? undefined : true));
+      expect(readFileSync(answer, 'utf8')).toMatch(/"cfg" is a symlink/);
+      expect(errors).toHaveLength(1);
+
+      // A stop or an exit now is told that the state the task left is not in the store.
+      expect(await watcher.flush()).toBeUndefined();
+      expect(watcher.finalUploadError?.message).toMatch(/"cfg" is a symlink/);
+      expect(errors).toHaveLength(1);
+
+      // The task mends its directory and marks it: uploaded under the seq the refused attempt did not keep, without
+      // the watcher's answer in it, which is gone with the error.
+      rmSync(join(dir, 'cfg'));
+      writeFileSync(marker, '');
+      await until(() => (uploads.length === 1 ? true : undefined));
+      await until(() => (existsSync(marker) ? undefined : true));
+    } finally {
+      await watcher.stop();
+    }
+    expect(uploads[0]?.manifest).toMatchObject({ seq: 1, files: ['state'] });
+    expect(existsSync(answer)).toBe(false);
+    expect(watcher.checkpointError).toBeUndefined();
+    expect(errors).toHaveLength(1);
+  });
+
+  it('an unmarked directory that cannot be packed is tried once per state, and reported once', async () => {
+    const store = new FsObjectStore(join(tmp, 'store'));
+    const dir = join(tmp, 'ck');
+    mkdirSync(dir);
+    const errors: Error[] = [];
+    const watcher = new CheckpointWatcher({
+      store,
+      ref: REF,
+      dir,
+      pollMs: 600_000,
+      quiescentMs: 0,
+      onError: (e) => errors.push(e),
+    });
+    await watcher.start();
+    writeState(dir, { state: 'a' });
+    symlinkSync('/etc/passwd', join(dir, 'out'));
+    expect(await watcher.check()).toBeUndefined(); // seen
+    for (let i = 0; i < 5; i += 1) expect(await watcher.check()).toBeUndefined();
+    expect(errors.map((e) => e.message)).toEqual([
+      expect.stringMatching(/^checkpoint 1 of job-7\.0: .*"out"/),
+    ]);
+    expect(watcher.checkpointError).toMatch(/"out" is a symlink to \/etc\/passwd/);
+    // No COMPLETE.failed for a task that never marks: nothing waits for an answer.
+    expect(existsSync(join(dir, 'COMPLETE.failed'))).toBe(false);
+    rmSync(join(dir, 'out'));
+    expect(await watcher.check()).toBeUndefined(); // a new state, seen
+    expect((await watcher.check())?.manifest.seq).toBe(1);
+    expect(watcher.checkpointError).toBeUndefined();
+    await watcher.stop();
+    expect(errors).toHaveLength(1);
+  });
+
   it('the watcher uploads an unmarked directory once it is quiescent, and flush() takes the final state', async () => {
     const store = new FsObjectStore(join(tmp, 'store'));
     const dir = join(tmp, 'ck');

@@ -182,6 +182,11 @@ describeWithDocker('a real dockerd stopping and hanging under a worker', (engine
       completedIterations: 3,
     });
     expect(report?.reason).toMatch(/short of its declared iterations/);
+    // Said as Docker has it, and counted for the controller to show as a restart of the job.
+    expect(report?.reason).toMatch(
+      /taken as stopped from outside the worker \(a host shutdown, `docker stop`\)/,
+    );
+    expect(report?.outsideStops).toBe(1);
     expect(report?.checkpoint).toBeDefined();
     expect(await readExitRecord(store, { jobId: 'dstop-1', taskId: 'dstop-1.0' }, 1)).toBeUndefined();
     await tasks.stopWatchers();

@@ -51,6 +51,14 @@ describe('a task the worker watches, stopped from outside', () => {
     expect(byId.get('short-1.0')?.reason).toMatch(/short of its declared iterations \(3 of 100\)/);
     expect(byId.get('killed-1.0')).toMatchObject({ state: 'stopped', exitCode: 143 });
     expect(byId.get('killed-1.0')?.reason).toMatch(/SIGTERM ended it/);
+    // Said as the process executor has it: no `docker stop` ended a process task.
+    for (const id of ['short-1.0', 'killed-1.0']) {
+      expect(byId.get(id)?.reason).toMatch(/taken as killed from outside \(a signal not from the worker\)/);
+      expect(byId.get(id)?.reason).not.toMatch(/docker/);
+      // Counted, for the controller to show as the job's restarts.
+      expect(byId.get(id)?.outsideStops).toBe(1);
+    }
+    expect(byId.get('undeclared-1.0')?.outsideStops).toBeUndefined();
     // No iterations declared: nothing tells a shutdown's exit 0 from the task's end.
     expect(byId.get('undeclared-1.0')).toMatchObject({ state: 'succeeded', exitCode: 0 });
     // A stop is not the task's end: nothing recorded, so the next run resumes it (its checkpoint is in the store).
@@ -209,6 +217,134 @@ describe('a task the worker watches, stopped from outside', () => {
       await executor.remove('nightly-1.0');
     }
     expect(phases).toEqual(['stopped', 'stopped', 'stopped', 'stopped', 'stopped']);
+    await tasks.stopWatchers();
+  });
+
+  it('a task that starts over, uploads a checkpoint in every run and ends short of its total is taken at its word after 3', async () => {
+    const executor = new ProcessExecutor({ stateDir: join(tmp, 'over-executor') });
+    const store = new FsObjectStore(join(tmp, 'over-store'));
+    const tasks = offlineLifecycle(executor, store, join(tmp, 'over-work'), 20);
+    // Early stopping: every run counts 1..5 of the 100 it declares, uploads a checkpoint (waiting for the worker to
+    // take it) and exits 0 on its own.
+    const script =
+      'for i in 1 2 3 4 5; do echo "$(date +%s) $i" >> "$FLEETWISE_PROGRESS_FILE"; done; ' +
+      'date +%s%N > "$FLEETWISE_CHECKPOINT_DIR/state"; : > "$FLEETWISE_CHECKPOINT_DIR/COMPLETE"; ' +
+      'while [ -e "$FLEETWISE_CHECKPOINT_DIR/COMPLETE" ]; do sleep 0.02; done';
+    const d = shellTask('over-1.0', script, { totalIterations: 100 });
+    const phases: string[] = [];
+    for (let run = 0; run < 4; run++) {
+      tasks.start({ ...d, restore: run > 0 });
+      await tasks.settle();
+      await untilTaskEnded(tasks, 'over-1.0');
+      const t = tasks.get('over-1.0');
+      // Each run uploaded a checkpoint of its own: no sign of progress for a job that declares its iterations.
+      expect(t?.checkpoint?.atSeconds).toBeGreaterThanOrEqual(Math.floor((t?.startedAtMs ?? 0) / 1000));
+      phases.push(String(t?.phase));
+      await executor.remove('over-1.0');
+    }
+    expect(phases).toEqual(['stopped', 'stopped', 'stopped', 'succeeded']);
+    expect(await readExitRecord(store, { jobId: 'over-1', taskId: 'over-1.0' }, 1)).toMatchObject({
+      state: 'succeeded',
+      completedIterations: 5,
+    });
+    await tasks.stopWatchers();
+  });
+
+  it('a task that writes back the checkpoint it restored and exits 143 by itself fails after 3 such stops', async () => {
+    const executor = new ProcessExecutor({ stateDir: join(tmp, 'same-executor') });
+    const store = new FsObjectStore(join(tmp, 'same-store'));
+    const tasks = offlineLifecycle(executor, store, join(tmp, 'same-work'), 20);
+    // Marks a checkpoint of what it restored (its first run writes it), waits for the upload, then exits 143.
+    const script =
+      '[ -f "$FLEETWISE_CHECKPOINT_DIR/state" ] || echo x > "$FLEETWISE_CHECKPOINT_DIR/state"; ' +
+      ': > "$FLEETWISE_CHECKPOINT_DIR/COMPLETE"; ' +
+      'while [ -e "$FLEETWISE_CHECKPOINT_DIR/COMPLETE" ]; do sleep 0.02; done; exit 143';
+    const d = shellTask('same-1.0', script);
+    const phases: string[] = [];
+    const keys = new Set<string>();
+    for (let run = 0; run < 4; run++) {
+      tasks.start({ ...d, restore: run > 0 });
+      await tasks.settle();
+      await untilTaskEnded(tasks, 'same-1.0');
+      keys.add(String(tasks.get('same-1.0')?.checkpoint?.key));
+      phases.push(String(tasks.get('same-1.0')?.phase));
+      await executor.remove('same-1.0');
+    }
+    // A checkpoint uploaded by every run, the same content each time: no progress.
+    expect(keys.size).toBe(4);
+    expect(phases).toEqual(['stopped', 'stopped', 'stopped', 'failed']);
+    expect(tasks.reports()[0]).toMatchObject({ state: 'failed', exitCode: 143, outsideStops: 3 });
+    await tasks.stopWatchers();
+  });
+
+  it('a task that gets a little further in every run and ends short of its total runs at most 10 more times', async () => {
+    const executor = new ProcessExecutor({ stateDir: join(tmp, 'creep-executor') });
+    const store = new FsObjectStore(join(tmp, 'creep-store'));
+    const tasks = offlineLifecycle(executor, store, join(tmp, 'creep-work'), 20);
+    // Each run reports one iteration more than the last (kept in a file of the test's) and exits 0: 1, 2, 3, … of 100.
+    const runs = join(tmp, 'creep-runs');
+    const script =
+      `n=$(cat ${runs} 2>/dev/null || echo 0); n=$((n+1)); echo $n > ${runs}; ` +
+      'echo "$(date +%s) $n" >> "$FLEETWISE_PROGRESS_FILE"';
+    const d = shellTask('creep-1.0', script, { totalIterations: 100 });
+    const seen: [string, number | undefined][] = [];
+    for (let run = 0; run < 11; run++) {
+      tasks.start({ ...d, restore: run > 0 });
+      await tasks.settle();
+      await untilTaskEnded(tasks, 'creep-1.0');
+      const [report] = tasks.reports();
+      seen.push([String(report?.state), report?.outsideStops]);
+      await executor.remove('creep-1.0');
+    }
+    // Every run got further, so the bound of 3 without progress never applies; the bound of 10 per attempt does.
+    expect(seen).toEqual([
+      ...Array.from({ length: 10 }, (_, i): [string, number] => ['stopped', i + 1]),
+      ['succeeded', 10],
+    ]);
+    expect(tasks.reports()[0]).toMatchObject({ completedIterations: 11 });
+    // A new attempt here counts from 0 again.
+    tasks.start({ ...d, attempt: 2, restore: true });
+    await tasks.settle();
+    await untilTaskEnded(tasks, 'creep-1.0');
+    expect(tasks.reports()[0]).toMatchObject({ state: 'stopped', attempt: 2, outsideStops: 1 });
+    await executor.remove('creep-1.0');
+    await tasks.stopWatchers();
+  });
+
+  it('a task that never reports progress has ended at its exit 0, whatever its job declares; one that did is short', async () => {
+    const executor = new ProcessExecutor({ stateDir: join(tmp, 'quiet-executor') });
+    const store = new FsObjectStore(join(tmp, 'quiet-store'));
+    const workDir = join(tmp, 'quiet-work');
+    const tasks = offlineLifecycle(executor, store, workDir, 20);
+    // A gang's coordinator: it writes no progress, and ends (exit 0) once its peers are done.
+    tasks.start(shellTask('quiet-1.1', 'sleep 0.2', { totalIterations: 25 }));
+    await tasks.settle();
+    await untilTaskEnded(tasks, 'quiet-1.1');
+    const [quiet] = tasks.reports();
+    expect(quiet).toMatchObject({ taskId: 'quiet-1.1', state: 'succeeded', exitCode: 0 });
+    // No count is reported for it: it has not done 0 of its job's iterations.
+    expect(quiet?.completedIterations).toBeUndefined();
+    expect(await readExitRecord(store, { jobId: 'quiet-1', taskId: 'quiet-1.1' }, 1)).toMatchObject({
+      state: 'succeeded',
+    });
+    await executor.remove('quiet-1.1');
+
+    // A task that did report, stopped from outside, then stopped again before its rerun reported anything: short.
+    const d = shellTask('told-1.0', CHECKPOINTS_ON_TERM, { totalIterations: 100 });
+    tasks.start(d);
+    await tasks.settle();
+    const progress = join(workDir, 'tasks', 'told-1.0', 'progress');
+    await until('progress to be written', async () => readIfThere(progress).includes(' 3') || undefined);
+    await tasks.observe();
+    await executor.signal('told-1.0', 'SIGTERM');
+    await untilTaskEnded(tasks, 'told-1.0');
+    expect(tasks.get('told-1.0')?.phase).toBe('stopped');
+    await executor.remove('told-1.0');
+    tasks.start({ ...d, restore: true, launch: { ...d.launch, command: ['sh', '-c', 'exit 0'] } });
+    await tasks.settle();
+    await untilTaskEnded(tasks, 'told-1.0');
+    expect(tasks.get('told-1.0')?.phase).toBe('stopped');
+    await executor.remove('told-1.0');
     await tasks.stopWatchers();
   });
 

@@ -4,10 +4,10 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { checkpointKeys } from '../../src/protocol/object-keys.js';
-import type { DesiredTask } from '../../src/protocol/worker-protocol.js';
+import { heartbeatRequestSchema, type DesiredTask } from '../../src/protocol/worker-protocol.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { readAll } from '../../src/storage/streams.js';
-import { restoreLatestCheckpoint } from '../../src/worker/checkpoints.js';
+import { restoreLatestCheckpoint, uploadCheckpoint } from '../../src/worker/checkpoints.js';
 import { readExitRecord } from '../../src/worker/exit-record.js';
 import type {
   Executor,
@@ -105,30 +105,40 @@ describe('task lifecycle', () => {
   });
 });
 
+/**
+ * On the signal it writes its checkpoint with a link out of the directory: no restore could take that, so the upload
+ * refuses it (a permanent error, not retried).
+ */
+const unsafeOnSignal = [
+  'sh',
+  '-c',
+  'trap \'echo state > "$FLEETWISE_CHECKPOINT_DIR/state"; ln -s /etc/hostname "$FLEETWISE_CHECKPOINT_DIR/out"; ' +
+    'touch "$FLEETWISE_CHECKPOINT_DIR/COMPLETE"; exit 0\' TERM; echo ready; while :; do sleep 0.05; done',
+];
+
+async function untilReady(executor: ProcessExecutor, taskId: string): Promise<void> {
+  await until(async () =>
+    (await readAll(await executor.logs(taskId))).toString().includes('ready') ? true : undefined,
+  );
+}
+
+async function until<T>(probe: () => Promise<T | undefined>): Promise<T> {
+  for (let i = 0; ; i += 1) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (i > 400) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
 describe('a checkpoint-stop whose checkpoint cannot be uploaded', () => {
   it('stops the task and reports why, naming the checkpoint it resumes from', async () => {
     const executor = new ProcessExecutor({ stateDir: join(tmp, 'executor-unsafe') });
     const store = new FsObjectStore(join(tmp, 'store-unsafe'));
     const tasks = offlineLifecycle(executor, store, join(tmp, 'work-unsafe'), 50);
-    // On the signal it writes its checkpoint with a link out of the directory: no restore could take that, so the
-    // upload refuses it (a permanent error, not retried).
-    tasks.start(
-      runOnce('unsafe-1.0', [
-        'sh',
-        '-c',
-        'trap \'echo state > "$FLEETWISE_CHECKPOINT_DIR/state"; ln -s /etc/hostname "$FLEETWISE_CHECKPOINT_DIR/out"; ' +
-          'touch "$FLEETWISE_CHECKPOINT_DIR/COMPLETE"; exit 0\' TERM; echo ready; while :; do sleep 0.05; done',
-      ]),
-    );
+    tasks.start(runOnce('unsafe-1.0', unsafeOnSignal));
     await tasks.settle();
-    for (
-      let i = 0;
-      !(await readAll(await executor.logs('unsafe-1.0'))).toString().includes('ready');
-      i += 1
-    ) {
-      if (i > 200) throw new Error('the task never got ready');
-      await new Promise((r) => setTimeout(r, 25));
-    }
+    await untilReady(executor, 'unsafe-1.0');
     const task = tasks.get('unsafe-1.0');
     await tasks.stop(task as NonNullable<typeof task>, true, { signal: 'SIGTERM', timeoutSeconds: 5 });
     const [report] = tasks.reports();
@@ -137,6 +147,70 @@ describe('a checkpoint-stop whose checkpoint cannot be uploaded', () => {
       /^its checkpoint at the stop could not be uploaded \(checkpoint \d+ of unsafe-1\.0: entry "out" is a symlink to \/etc\/hostname, outside the checkpoint directory.*\); it resumes from its start$/,
     );
     expect(report?.checkpoint).toBeUndefined();
+
+    // A run that restored a checkpoint and uploaded none of its own resumes from the one it restored.
+    const ref = { jobId: 'restored-2', taskId: 'restored-2.0' };
+    const saved = join(tmp, 'saved-state');
+    mkdirSync(saved, { recursive: true });
+    writeFileSync(join(saved, 'state'), 'iteration 5000\n');
+    await uploadCheckpoint(store, ref, saved, 1);
+    tasks.start({ ...runOnce(ref.taskId, unsafeOnSignal), restore: true });
+    await tasks.settle();
+    await untilReady(executor, ref.taskId);
+    const restored = tasks.get(ref.taskId);
+    expect(restored?.restoredFrom).toBe(checkpointKeys(ref, 1).manifest);
+    await tasks.stop(restored as NonNullable<typeof restored>, true, {
+      signal: 'SIGTERM',
+      timeoutSeconds: 5,
+    });
+    expect(tasks.reports().find((r) => r.taskId === ref.taskId)?.reason).toMatch(
+      /^its checkpoint at the stop could not be uploaded \(checkpoint 2 of restored-2\.0: entry "out" is a symlink to \/etc\/hostname.*\); it resumes from checkpoint 1$/,
+    );
+  });
+});
+
+describe('a running task whose checkpoint cannot be packed', () => {
+  it('has its marker answered with why, goes on, and is reported with the error until an upload succeeds', async () => {
+    const executor = new ProcessExecutor({ stateDir: join(tmp, 'executor-unpacked') });
+    const store = new FsObjectStore(join(tmp, 'store-unpacked'));
+    const tasks = offlineLifecycle(executor, store, join(tmp, 'work-unpacked'), 20);
+    const go = join(tmp, 'unpacked-go');
+    // It follows the contract: marks its checkpoint and waits for the marker to go; then says what it found, and, once
+    // told to, mends its directory and marks the next one.
+    const script =
+      'cd "$FLEETWISE_CHECKPOINT_DIR"; echo 1 > state; ln -s /etc/hostname out; touch COMPLETE; ' +
+      'while [ -e COMPLETE ]; do sleep 0.02; done; echo "answered: $(cat COMPLETE.failed)"; ' +
+      'while [ ! -e "$GO" ]; do sleep 0.02; done; rm out; echo 2 > state; touch COMPLETE; ' +
+      'while :; do sleep 0.05; done';
+    const desired = runOnce('unpacked-3.0', ['sh', '-c', script]);
+    tasks.start({ ...desired, launch: { ...desired.launch, env: { GO: go } } });
+    await tasks.settle();
+    const output = async (): Promise<string> =>
+      (await readAll(await executor.logs('unpacked-3.0'))).toString();
+    await until(async () => ((await output()).includes('answered:') ? true : undefined));
+    expect(await output()).toMatch(
+      /answered: checkpoint 1 of unpacked-3\.0: entry "out" is a symlink to \/etc\/hostname, outside the checkpoint directory/,
+    );
+    const [failing] = tasks.reports();
+    expect(failing).toMatchObject({ taskId: 'unpacked-3.0', state: 'running' });
+    expect(failing?.checkpointError).toMatch(/^checkpoint 1 of unpacked-3\.0: entry "out" is a symlink/);
+    expect(failing?.checkpoint).toBeUndefined();
+    // What the controller takes.
+    expect(heartbeatRequestSchema.parse({ tasks: [failing] }).tasks[0]?.checkpointError).toBe(
+      failing?.checkpointError,
+    );
+
+    writeFileSync(go, '');
+    const uploaded = await until(async () => {
+      const [report] = tasks.reports();
+      return report?.checkpoint === undefined ? undefined : report;
+    });
+    expect(uploaded.checkpointError).toBeUndefined();
+    expect(uploaded.checkpoint?.key).toBe(
+      checkpointKeys({ jobId: 'unpacked-3', taskId: 'unpacked-3.0' }, 1).manifest,
+    );
+    const task = tasks.get('unpacked-3.0');
+    await tasks.stop(task as NonNullable<typeof task>, false, { signal: 'SIGTERM', timeoutSeconds: 1 });
   });
 });
 

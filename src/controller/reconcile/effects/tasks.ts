@@ -71,6 +71,26 @@ function beginsMove(ctx: ReconcileContext, task: TaskRecord): boolean {
     .every((t) => t.id === task.id || t.state === 'running' || t.state === 'succeeded');
 }
 
+/**
+ * Where a move that waited for its new instances (make before break) is kept from its first stop going out until a
+ * worker reports one of its tasks stopped: the job's `migrations` when the stop went, so that a move counted since
+ * (plan-intents.ts) is not counted twice.
+ */
+const moveToCountKey = (jobId: string): string => `reconcile.move.${jobId}.uncounted`;
+
+/**
+ * A stop in the job's move kept to count (`moveToCountKey`) came back with its task stopped: the move counts now,
+ * once. Answers whether it did.
+ */
+function countMoveStopped(ctx: ReconcileContext, jobId: string): boolean {
+  const kept = ctx.store.getValue(moveToCountKey(jobId));
+  if (kept === undefined) return false;
+  ctx.store.deleteValue(moveToCountKey(jobId));
+  if (ctx.store.getJob(jobId)?.migrations !== kept) return false;
+  ctx.store.countMigration(jobId);
+  return true;
+}
+
 export async function performStops(ctx: ReconcileContext): Promise<string[]> {
   const done: string[] = [];
   const slices = new Slices();
@@ -103,59 +123,75 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
     // Make before break: a moving task still running works on until its job's new instances are ready.
     if (checkpoint && task.state === 'running') {
       if (!noticed.has(task.jobId) && moveStopWait(ctx, task) !== undefined) continue;
-      // The move (or, called off, the return to the queue) happens now: counted with its job's first task to stop, in
-      // the same transaction (plan-intents.ts counts a move that does not wait).
+      // The move (or, called off, the return to the queue) happens now. It counts once a worker reports its first
+      // task stopped (a task that ended as the stop reached it moved nothing): kept until then, in the same
+      // transaction (plan-intents.ts counts a move that does not wait).
       const begins = beginsMove(ctx, task);
       ctx.store.transaction(() => {
-        if (begins) ctx.store.countMigration(task.jobId);
+        if (begins) {
+          const job = ctx.store.getJob(task.jobId) as JobRecord;
+          ctx.store.setValue(moveToCountKey(job.id), job.migrations);
+        }
         ctx.store.setTaskState(taskId, 'checkpointing');
       });
-      if (begins) ctx.deps.onMoveBegun?.(task.jobId);
     }
     // A task can only be running where the instance ever ran; otherwise there is nothing to stop there.
     const mayRunThere =
       instance.runningAtSeconds !== undefined &&
       (instance.state === 'running' || instance.state === 'draining');
+    // A move kept to count: whether this stop stopped its task, or the task had ended (succeeded, failed) first.
+    const moveToCount = checkpoint && ctx.store.getValue(moveToCountKey(task.jobId)) !== undefined;
+    let endedFirst = false;
     if (mayRunThere) {
       ctx.fault('stop:before-call', taskId);
       const outcome = await ctx.deps.tasks.stop({ task, instance, checkpoint });
       ctx.fault('stop:after-call', taskId);
       if (outcome === 'pending') continue;
-    }
-    ctx.store.transaction(() => {
-      ctx.store.completeIntent(intent.id);
-      const current = ctx.store.getTask(taskId) as TaskRecord;
-      if (current.instanceId !== instanceId || !PLACED_TASK_STATES.includes(current.state)) return;
-      const job = ctx.store.getJob(current.jobId) as JobRecord;
-      // A co-started task that ends held (its job ended before the release) held its slot for its siblings: the cost
-      // replay counts that time as idle, as it does a released task's (before its state, in this transaction).
-      if (
-        current.state === 'starting' &&
-        isFinalJobState(job.state) &&
-        coStarts(job, ctx.deps.tasks.holdsStarts === true)
-      )
-        ctx.store.appendEvent(
-          coStartUnreleasedEvent(
-            job.id,
-            'ended',
-            [taskId],
-            `task ${taskId} not released: the job ${job.state}`,
-          ),
-        );
-      ctx.store.setTaskState(taskId, 'stopped');
-      if (isFinalJobState(job.state)) return;
-      const next = ctx.pendingStartsOf(new Set([taskId]))[0];
-      if (next?.kind === 'start-task') {
-        const target = ctx.store.getInstance(next.payload.instanceId);
-        if (target !== undefined && target.state !== 'terminated' && target.state !== 'terminating')
-          ctx.store.setTaskState(taskId, 'starting', target.id);
-        else ctx.store.failIntent(next.id, `instance ${next.payload.instanceId} is gone`);
+      if (moveToCount) {
+        const status = await ctx.deps.tasks.status(task, instance);
+        endedFirst = status === 'succeeded' || status === 'failed';
       }
-      settleJob(ctx, current.jobId, 'checkpointed and stopped');
+    }
+    const moved = ctx.store.transaction(() => {
+      const counted = moveToCount && !endedFirst && countMoveStopped(ctx, task.jobId);
+      stopDone(ctx, intent.id, taskId, instanceId);
+      // Over (every task of it stopped, or its job ended) with none reported stopped: nothing is counted.
+      if (ctx.store.getJob(task.jobId)?.state !== 'migrating')
+        ctx.store.deleteValue(moveToCountKey(task.jobId));
+      return counted;
     });
+    if (moved) ctx.deps.onMoveBegun?.(task.jobId);
     done.push(taskId);
   }
   return done;
+}
+
+/** The stop is done: its task is off its instance, and starts where its job goes next, if anywhere. */
+function stopDone(ctx: ReconcileContext, intentId: number, taskId: string, instanceId: string): void {
+  ctx.store.completeIntent(intentId);
+  const current = ctx.store.getTask(taskId) as TaskRecord;
+  if (current.instanceId !== instanceId || !PLACED_TASK_STATES.includes(current.state)) return;
+  const job = ctx.store.getJob(current.jobId) as JobRecord;
+  // A co-started task that ends held (its job ended before the release) held its slot for its siblings: the cost
+  // replay counts that time as idle, as it does a released task's (before its state, in this transaction).
+  if (
+    current.state === 'starting' &&
+    isFinalJobState(job.state) &&
+    coStarts(job, ctx.deps.tasks.holdsStarts === true)
+  )
+    ctx.store.appendEvent(
+      coStartUnreleasedEvent(job.id, 'ended', [taskId], `task ${taskId} not released: the job ${job.state}`),
+    );
+  ctx.store.setTaskState(taskId, 'stopped');
+  if (isFinalJobState(job.state)) return;
+  const next = ctx.pendingStartsOf(new Set([taskId]))[0];
+  if (next?.kind === 'start-task') {
+    const target = ctx.store.getInstance(next.payload.instanceId);
+    if (target !== undefined && target.state !== 'terminated' && target.state !== 'terminating')
+      ctx.store.setTaskState(taskId, 'starting', target.id);
+    else ctx.store.failIntent(next.id, `instance ${next.payload.instanceId} is gone`);
+  }
+  settleJob(ctx, current.jobId, 'checkpointed and stopped');
 }
 
 /**
