@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ValidationError } from '../core/validation.js';
 import type { Command } from 'commander';
@@ -37,7 +38,13 @@ import {
   type WhyResponse,
 } from './api-responses.js';
 import { sendUntilAnswered } from './keyed-resend.js';
-import { API_URL_FILE, findLocalController, LOCAL_DEFAULT_LISTEN, LOCAL_STATE_DIR } from './local-state.js';
+import {
+  ADMIN_TOKEN_FILE,
+  API_URL_FILE,
+  findLocalController,
+  LOCAL_DEFAULT_LISTEN,
+  LOCAL_STATE_DIR,
+} from './local-state.js';
 
 /**
  * The HTTP client the `fleetwise` commands use to talk to a controller's API (src/controller/api). Every response is
@@ -118,6 +125,10 @@ const logPartsSchema = z.looseObject({
   parts: z.array(z.looseObject({ name: z.string(), sizeBytes: z.number().int().nonnegative() })),
 });
 export type LogPartsResponse = z.output<typeof logPartsSchema>;
+
+/** A token change's answer: the token, and a warning when the controller could not back the change up. */
+const createdTokenAnswer = createdTokenSchema.extend({ warning: z.string().optional() });
+const revokedTokenAnswer = teamTokenSchema.extend({ warning: z.string().optional() });
 
 /** Jobs asked for in one request when listing them all. */
 const JOBS_PAGE = 500;
@@ -209,18 +220,24 @@ export class FleetwiseClient {
       value === undefined || value.trim() === '' ? undefined : value.trim();
     const server = given(options.server) ?? given(env[SERVER_ENV]);
     const token = given(options.token) ?? given(env[TOKEN_ENV]);
+    const tokenSource = given(options.token) === undefined ? TOKEN_ENV : '--token';
+    if (token !== undefined) requireSendableToken(token, tokenSource);
     if (server !== undefined && token !== undefined) return new FleetwiseClient(server, token);
     if (token !== undefined)
-      throw new ValidationError(given(options.token) === undefined ? TOKEN_ENV : '--token', [
+      throw new ValidationError(tokenSource, [
         `a token is given but no controller address: pass --server URL or set ${SERVER_ENV} ` +
           `(a token given so is sent only to a server given so, never to a local controller found in ` +
           `${LOCAL_STATE_DIR}/; to use that controller with its admin token, give no token)`,
       ]);
     const ignored: string[] = [];
     const local = findLocalController(cwd, undefined, ignored);
+    const localToken = (token: string, stateDir: string): string => {
+      requireSendableToken(token, join(stateDir, ADMIN_TOKEN_FILE));
+      return token;
+    };
     if (server !== undefined) {
       if (local?.token !== undefined && sameAddress(server, local.server))
-        return new FleetwiseClient(server, local.token);
+        return new FleetwiseClient(server, localToken(local.token, local.stateDir));
       throw new Error(
         local === undefined
           ? `no API token: pass --token TOKEN or set ${TOKEN_ENV}`
@@ -242,7 +259,7 @@ export class FleetwiseClient {
       );
     return new FleetwiseClient(
       local.server,
-      local.token,
+      localToken(local.token, local.stateDir),
       undefined,
       `the local controller of ${local.stateDir}`,
     );
@@ -498,9 +515,12 @@ export class FleetwiseClient {
     return (await this.request('POST', '/v1/reports', reportSchema)).location;
   }
 
-  /** A new team token (admin): the answer is the only place the token appears. */
-  async createToken(team: string, label?: string): Promise<z.output<typeof createdTokenSchema>> {
-    return this.request('POST', '/v1/tokens', createdTokenSchema, {
+  /**
+   * A new team token (admin): the answer is the only place the token appears. `warning`: the controller could not
+   * back the change up, and says what a restore would do.
+   */
+  async createToken(team: string, label?: string): Promise<z.output<typeof createdTokenAnswer>> {
+    return this.request('POST', '/v1/tokens', createdTokenAnswer, {
       json: label === undefined ? { team } : { team, label },
     });
   }
@@ -511,8 +531,9 @@ export class FleetwiseClient {
     return (await this.request('GET', withQuery('/v1/tokens', query), tokenListSchema)).tokens;
   }
 
-  async revokeToken(id: string): Promise<TeamTokenResponse> {
-    return this.request('POST', `/v1/tokens/${encodeURIComponent(id)}/revoke`, teamTokenSchema);
+  /** Revoke a team token (admin); `warning` as for createToken. */
+  async revokeToken(id: string): Promise<z.output<typeof revokedTokenAnswer>> {
+    return this.request('POST', `/v1/tokens/${encodeURIComponent(id)}/revoke`, revokedTokenAnswer);
   }
 
   /**
@@ -625,6 +646,20 @@ function retryAfterMsOf(header: string | null): number | undefined {
   if (/^\d+$/.test(text)) return Number(text) * 1000;
   const at = Date.parse(text);
   return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
+}
+
+/**
+ * Refuse a token no Authorization header can carry, or the controller take (whitespace, a line break, a control
+ * character, one beyond Latin-1: a pasting mistake), naming where it came from and never the token itself; sent, it
+ * would fail as a connection error that quotes the header.
+ */
+const UNSENDABLE_IN_TOKEN = /[\s\u0000-\u001f\u007f-\u009f]|[^\u0000-\u00ff]/;
+
+function requireSendableToken(token: string, source: string): void {
+  if (UNSENDABLE_IN_TOKEN.test(token))
+    throw new ValidationError(source, [
+      'the token holds whitespace, a line break or another character a token cannot have: give the token alone, on one line',
+    ]);
 }
 
 function sameAddress(a: string, b: string): boolean {

@@ -85,7 +85,10 @@ function readSecrets(files: ControllerBackupOptions['secretFiles']): BackupSecre
   return secrets;
 }
 
-/** The one line `--restore-from` prints. */
+/**
+ * The one line `--restore-from` prints. Team tokens are in the state alone (no archive carries them as it does jobs):
+ * the line says they are as of the backup, so an operator knows a revoke after it must be made again.
+ */
 export function describeRestore(summary: RestoreSummary): string {
   const taken = new Date(summary.manifest.takenAtSeconds * 1000).toISOString();
   return (
@@ -94,6 +97,7 @@ export function describeRestore(summary: RestoreSummary): string {
     `${summary.resubmitted.length === 0 ? '' : ` (${summary.resubmitted.join(', ')})`}, ${summary.ended.length} ` +
     `ended as they did after it${summary.ended.length === 0 ? '' : ` (${summary.ended.join(', ')})`}` +
     `${summary.withdrawn.length === 0 ? '' : `, ${summary.withdrawn.length} withdrawn, of an array the loss cut short (${summary.withdrawn.join(', ')})`}; ` +
+    `team tokens as of ${taken} (a token created or revoked after it is not in the backup: do it again); ` +
     `${summary.secrets.length === 0 ? 'no tokens in the backup' : `tokens restored: ${summary.secrets.join(', ')}`}` +
     `${summary.skipped.length === 0 ? '' : `; passed over newer backups: ${summary.skipped.map((s) => `${s.key} (${s.reason})`).join('; ')}`}\n`
   );

@@ -1,8 +1,12 @@
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ensureSecretFile } from '../../src/cli/commands/controller/secrets.js';
+import {
+  adminTokenFor,
+  ensureSecretFile,
+  metricsTokenFor,
+} from '../../src/cli/commands/controller/secrets.js';
 import { ValidationError } from '../../src/core/validation.js';
 
 /**
@@ -52,5 +56,43 @@ describe('a token file in the state directory', () => {
     const made = ensureSecretFile(path);
     expect(made.created).toBe(true);
     expect(readFileSync(path, 'utf8')).toBe(`${made.value}\n`);
+  });
+});
+
+describe('a token from the environment beside a token file', () => {
+  const ENV_TOKEN = 'admin-token-from-the-environment-0123';
+
+  it('removes a file holding another token, with a warning naming it: the file is not the token in force', () => {
+    const path = join(scratch, 'admin-token-older');
+    writeFileSync(path, 'an-older-admin-token-0123456789\n', { mode: 0o600 });
+    const warnings: string[] = [];
+    const source = adminTokenFor({ FLEETWISE_ADMIN_TOKEN: ENV_TOKEN }, path, (line) => warnings.push(line));
+    expect(source).toEqual({ value: ENV_TOKEN, file: undefined });
+    expect(existsSync(path)).toBe(false);
+    expect(warnings).toEqual([
+      `warning: removed ${path}: it held another token than FLEETWISE_ADMIN_TOKEN, which this controller takes; ` +
+        'give clients the token FLEETWISE_ADMIN_TOKEN holds',
+    ]);
+
+    const metrics = join(scratch, 'metrics-token-older');
+    writeFileSync(metrics, 'an-older-metrics-token-0123456789\n', { mode: 0o600 });
+    metricsTokenFor({ FLEETWISE_METRICS_TOKEN: ENV_TOKEN }, metrics, (line) => warnings.push(line));
+    expect(existsSync(metrics)).toBe(false);
+    expect(warnings[1]).toMatch(
+      new RegExp(`^warning: removed ${metrics}: it held another token than FLEETWISE_METRICS_TOKEN`),
+    );
+  });
+
+  it('leaves a file holding the same token, and makes none', () => {
+    const same = join(scratch, 'admin-token-same');
+    writeFileSync(same, `${ENV_TOKEN}\n`, { mode: 0o600 });
+    const missing = join(scratch, 'admin-token-missing');
+    const warnings: string[] = [];
+    const env = { FLEETWISE_ADMIN_TOKEN: ENV_TOKEN };
+    expect(adminTokenFor(env, same, (line) => warnings.push(line)).value).toBe(ENV_TOKEN);
+    expect(adminTokenFor(env, missing, (line) => warnings.push(line)).value).toBe(ENV_TOKEN);
+    expect(readFileSync(same, 'utf8')).toBe(`${ENV_TOKEN}\n`);
+    expect(existsSync(missing)).toBe(false);
+    expect(warnings).toEqual([]);
   });
 });

@@ -99,4 +99,51 @@ describe('fleetwise token (CLI subprocess)', () => {
     const badId = await runCli(['token', 'revoke', 'xyz', '--json'], env(LOCAL_ADMIN_TOKEN));
     expect(JSON.parse(badId.stderr)).toMatchObject({ status: 400 });
   }, 60_000);
+
+  it('refuses a team name over the length limit saying so, as a job spec does', async () => {
+    const long = await runCli(
+      ['token', 'create', '--team', 'a'.repeat(64), '--json'],
+      env(LOCAL_ADMIN_TOKEN),
+    );
+    expect(long.code).toBe(2);
+    const body = JSON.parse(long.stderr) as { status: number; details: string[] };
+    expect(body.status).toBe(400);
+    expect(body.details).toEqual(['team: at most 63 characters']);
+    const longest = await runCli(['token', 'create', '--team', 'a'.repeat(63)], env(LOCAL_ADMIN_TOKEN));
+    expect(longest.code, longest.stderr).toBe(0);
+  }, 60_000);
+
+  it('refuses a label with a line break or tab, naming label: a listing shows one row per token', async () => {
+    for (const label of ['ci\nzzzzzzzzzzzz  forged    -', 'ci\tforged', 'ci\r\nforged']) {
+      const bad = await runCli(
+        ['token', 'create', '--team', 'forge', '--label', label, '--json'],
+        env(LOCAL_ADMIN_TOKEN),
+      );
+      expect(bad.code).toBe(2);
+      expect(JSON.parse(bad.stderr)).toMatchObject({
+        status: 400,
+        details: ['label: one line: line breaks, tabs and other control characters are not allowed'],
+      });
+    }
+    const listed = JSON.parse(
+      (await runCli(['token', 'list', '--team', 'forge', '--json'], env(LOCAL_ADMIN_TOKEN))).stdout,
+    ) as unknown[];
+    expect(listed).toEqual([]);
+  }, 60_000);
+
+  it('refuses a token no header can carry, naming where it came from and never echoing it', async () => {
+    const flag = await runCli(['token', 'list', '--token', 'secretabc\nsecretdef'], env(LOCAL_ADMIN_TOKEN));
+    expect(flag.code).toBe(2);
+    expect(flag.stderr).toMatch(/--token\n {2}- the token holds whitespace, a line break/);
+    expect(flag.stderr).not.toContain('secret');
+    expect(flag.stderr).not.toContain('cannot reach');
+    const fromEnv = await runCli(['jobs'], env('secret token-0123456789'));
+    expect(fromEnv.code).toBe(2);
+    expect(fromEnv.stderr).toMatch(/FLEETWISE_TOKEN\n {2}- the token holds whitespace/);
+    expect(fromEnv.stderr).not.toContain('secret');
+    const beyondLatin1 = await runCli(['jobs'], env('secret-token-\u{1f511}-0123456789'));
+    expect(beyondLatin1.code).toBe(2);
+    expect(beyondLatin1.stderr).toMatch(/FLEETWISE_TOKEN\n {2}- the token holds whitespace/);
+    expect(beyondLatin1.stderr).not.toContain('secret');
+  }, 60_000);
 });

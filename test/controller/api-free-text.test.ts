@@ -4,8 +4,8 @@ import { catalog, rig, type Rig } from './controller-fixtures.js';
 
 /**
  * Free text a client writes into the state (an unsuccessful job's reason, a token's label), over a real socket: a
- * control character other than tab and newline is refused with a 400 naming the field, whatever store keeps the
- * state (PostgreSQL would cut the text at a NUL), and nothing is written.
+ * control character other than tab and newline (in a label, any) is refused with a 400 naming the field, whatever
+ * store keeps the state (PostgreSQL would cut the text at a NUL), and nothing is written.
  */
 
 const ADMIN = 'admin-token-for-free-text-tests-0123456789';
@@ -58,14 +58,18 @@ describe('free-text request fields', () => {
     expect(ended.body['reason']).toContain('diverged:\n\tloss was NaN');
   });
 
-  it("refuses a token's label holding a control character, and creates no token", async () => {
+  it("refuses a token's label holding a control character, tab or line break (one cell of a listing), and creates no token", async () => {
     const before = r.store.listTeamTokens().length;
-    const refused = await call('/v1/tokens', ADMIN, { team: 'vision', label: 'ci\u0000bot' });
-    expect(refused.status, JSON.stringify(refused.body)).toBe(400);
-    expect(refused.body['details']).toEqual([`label: ${REFUSAL}`]);
+    for (const label of ['ci\u0000bot', 'ci bot\tnightly', 'ci\nforged row', 'ci\u2028forged row']) {
+      const refused = await call('/v1/tokens', ADMIN, { team: 'vision', label });
+      expect(refused.status, JSON.stringify(refused.body)).toBe(400);
+      expect(refused.body['details']).toEqual([
+        'label: one line: line breaks, tabs and other control characters are not allowed',
+      ]);
+    }
     expect(r.store.listTeamTokens()).toHaveLength(before);
-    const created = await call('/v1/tokens', ADMIN, { team: 'vision', label: 'ci bot\tnightly' });
+    const created = await call('/v1/tokens', ADMIN, { team: 'vision', label: 'ci bot — nightly' });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
-    expect(created.body['label']).toBe('ci bot\tnightly');
+    expect(created.body['label']).toBe('ci bot — nightly');
   });
 });

@@ -232,8 +232,13 @@ describe('controller API: authentication and team isolation', () => {
     expect(await ids(NLP_TOKEN)).toEqual([nlpJob]);
     expect(await ids(ADMIN_TOKEN)).toEqual(expect.arrayContaining([visionJob, nlpJob]));
     expect(await ids(ADMIN_TOKEN, '?team=nlp')).toEqual([nlpJob]);
-    // Asking for another team's jobs is the same as asking for a team without jobs.
-    expect(await ids(VISION_TOKEN, '?team=nlp')).toEqual([]);
+    expect(await ids(VISION_TOKEN, '?team=vision')).toContain(visionJob);
+    // Asking for another team's jobs is refused, not answered "none": nlp does have jobs.
+    const foreign = await call('GET', '/v1/jobs?team=nlp&state=queued', { token: VISION_TOKEN });
+    expect(foreign.status).toBe(403);
+    expect(errorOf(foreign).error).toBe(
+      'this token is for team vision: it sees that team\'s jobs only, not those of team "nlp"',
+    );
   });
 
   it("another team's job is 404, indistinguishable from a job that does not exist", async () => {

@@ -340,3 +340,89 @@ describe('backup schedule', () => {
     state.close();
   });
 });
+
+describe('a backup of the state as it is now (what a team token change waits for)', () => {
+  it('waits out a backup whose snapshot may predate the change and takes another, so the change is in a backup', async () => {
+    const { dir, state, objects, backup } = setup(100);
+    const clock = new ManualClock();
+    const backups = backup();
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let runs = 0;
+    let firstTaken = false;
+    const schedule = new BackupSchedule({
+      backup: async () => {
+        runs += 1;
+        // The first run is stored before the change below, then waits for the test to let it finish.
+        if (runs === 1) {
+          const manifest = await backups.run();
+          firstTaken = true;
+          await held;
+          return manifest;
+        }
+        return backups.run();
+      },
+      changeMark: () => state.changeMark(),
+      everySeconds: 60,
+      clock,
+      log: recordingLogger(),
+    });
+    const first = schedule.backupNow();
+    await until('the first backup to be taken', () => (firstTaken ? true : undefined));
+    state.submitJob(jobSpec('after-snapshot', CPU_SMALL));
+    let covered = false;
+    const current = schedule.backupCurrentState().then(() => (covered = true));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(covered).toBe(false); // not answered by the backup in flight
+    release();
+    expect((await first)?.seq).toBe(1);
+    await current;
+    expect(runs).toBe(2);
+    expect(await jobsInBackup(objects, stateBackupKeys('prod', 1).data, dir)).toEqual([]);
+    expect(await jobsInBackup(objects, stateBackupKeys('prod', 2).data, dir)).toEqual(['job-1']);
+    // Nothing changed since: answered at once, no third backup.
+    await schedule.backupCurrentState();
+    expect(runs).toBe(2);
+    state.close();
+  });
+
+  it('rejects, saying why, when the backup fails or is not stored in time; the next try stores the change', async () => {
+    const { state, objects, backup } = setup(100);
+    const clock = new ManualClock();
+    const backups = backup();
+    const metrics = new RecordedBackupMetrics();
+    let hang: Promise<void> | undefined;
+    const schedule = new BackupSchedule({
+      backup: async () => {
+        if (hang !== undefined) await hang;
+        return backups.run();
+      },
+      changeMark: () => state.changeMark(),
+      everySeconds: 60,
+      clock,
+      log: recordingLogger(),
+      metrics,
+    });
+    state.submitJob(jobSpec('during-outage', CPU_SMALL));
+    objects.failing = () => true;
+    await expect(schedule.backupCurrentState()).rejects.toThrow(
+      /^the state backup failed: injected outage: cannot store backups\/prod\//,
+    );
+    expect(metrics.failures).toBe(1);
+
+    // A stuck store: the caller is answered after the timeout, and the backup goes on.
+    objects.failing = () => false;
+    let unstick: () => void = () => undefined;
+    hang = new Promise<void>((resolve) => (unstick = resolve));
+    const late = schedule.backupCurrentState({ timeoutSeconds: 20 });
+    await until('the timeout to be set', () => (clock.pendingSleeps > 0 ? true : undefined));
+    clock.advance(20);
+    await expect(late).rejects.toThrow('the state backup was not stored within 20 s (it goes on)');
+    hang = undefined;
+    unstick();
+    await until('the stuck backup to be stored', () => (metrics.stored.length === 1 ? true : undefined));
+    await schedule.backupCurrentState();
+    expect(metrics.stored).toHaveLength(1);
+    state.close();
+  });
+});

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
 import { formatTable, formatTime, printJson } from '../table.js';
-import { terminalSafeDeep } from '../terminal-text.js';
+import { terminalSafe, terminalSafeDeep } from '../terminal-text.js';
 
 /**
  * `fleetwise token create|list|revoke`: team tokens, through the controller's admin API (the controller is the
@@ -10,6 +10,19 @@ import { terminalSafeDeep } from '../terminal-text.js';
 
 interface TokenOptions extends ConnectionOptions {
   readonly json?: boolean;
+}
+
+/** The controller's warning about a change it made (no backup holds it yet), on stderr whatever the output. */
+function warnOf(answer: { readonly warning?: string | undefined }): void {
+  if (answer.warning !== undefined) process.stderr.write(`warning: ${terminalSafe(answer.warning)}\n`);
+}
+
+/**
+ * A label as one cell, its line breaks and tabs written as terminalSafe writes other control characters: one stored
+ * before the controller held labels to one line could forge rows of the table.
+ */
+function oneLine(text: string): string {
+  return text.replace(/[\t\n]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
 }
 
 export function registerToken(program: Command): void {
@@ -24,6 +37,7 @@ export function registerToken(program: Command): void {
       .option('--json', 'print the token and its record as JSON'),
   ).action(async (options: TokenOptions & { readonly team: string; readonly label?: string }) => {
     const answer = await FleetwiseClient.fromOptions(options).createToken(options.team, options.label);
+    warnOf(answer);
     if (options.json === true) return printJson(answer);
     const created = terminalSafeDeep(answer);
     process.stdout.write(
@@ -53,7 +67,7 @@ export function registerToken(program: Command): void {
         tokens.map((t) => [
           t.id,
           t.team,
-          t.label ?? '-',
+          t.label === undefined ? '-' : oneLine(t.label),
           formatTime(t.createdAtSeconds),
           t.revokedAtSeconds === undefined ? '-' : formatTime(t.revokedAtSeconds),
         ]),
@@ -69,6 +83,7 @@ export function registerToken(program: Command): void {
       .option('--json', 'print the revoked token as JSON'),
   ).action(async (id: string, options: TokenOptions) => {
     const answer = await FleetwiseClient.fromOptions(options).revokeToken(id);
+    warnOf(answer);
     if (options.json === true) return printJson(answer);
     const revoked = terminalSafeDeep(answer);
     process.stdout.write(`token ${revoked.id} of team ${revoked.team}: revoked\n`);

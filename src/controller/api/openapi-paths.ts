@@ -9,6 +9,12 @@ const JOB_ERRORS = {
   ...COMMON_ERRORS,
   '404': error('No such job, or a job of another team (indistinguishable)'),
 };
+/** A token change the controller could not back up at once: in effect here, undone by a restore from the last backup. */
+const BACKUP_WARNING = {
+  type: 'string',
+  description:
+    'Present when the change is not yet in a backup: a restore from the last backup would undo it; the next scheduled backup retries',
+} as const;
 const ADMIN_ERRORS = { ...COMMON_ERRORS, '403': error('A team token; this action needs the admin token') };
 
 const idParam = (description: string): Schema => ({
@@ -160,6 +166,7 @@ const BY_HAND: Record<string, Record<string, Schema>> = {
         '200': ok('Jobs in submission order', ref('JobList')),
         '400': error('Bad filter'),
         ...COMMON_ERRORS,
+        '403': error("A team token asking for another team's jobs"),
       },
     },
   },
@@ -402,7 +409,10 @@ const BY_HAND: Record<string, Record<string, Schema>> = {
       },
       responses: {
         '201': ok('The token and its record', {
-          allOf: [ref('TeamToken'), { type: 'object', required: ['token'], properties: { token: str } }],
+          allOf: [
+            ref('TeamToken'),
+            { type: 'object', required: ['token'], properties: { token: str, warning: BACKUP_WARNING } },
+          ],
         }),
         ...ADMIN_ERRORS,
         '400': error('An invalid team or label (the field is named)'),
@@ -429,7 +439,9 @@ const BY_HAND: Record<string, Record<string, Schema>> = {
       operationId: 'revokeToken',
       parameters: [idParam('Token id: the 12 hex digits a listing shows')],
       responses: {
-        '200': ok('The revoked token', ref('TeamToken')),
+        '200': ok('The revoked token', {
+          allOf: [ref('TeamToken'), { type: 'object', properties: { warning: BACKUP_WARNING } }],
+        }),
         '400': error('An id that is not 12 hex digits'),
         ...ADMIN_ERRORS,
         '404': error('No such token'),

@@ -204,8 +204,12 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
     handler: async (request) => {
       const query = parseWith(listQuery, request.query, 'query');
       const scope = teamScope(context.principal(request));
-      // A team asking for another team's jobs gets none, the same answer as for a team with no jobs.
-      if (scope !== undefined && query.team !== undefined && query.team !== scope) return { jobs: [] };
+      // Refused, not answered with no jobs: "none of team alpha's jobs" would be a false statement about alpha.
+      if (scope !== undefined && query.team !== undefined && query.team !== scope)
+        throw new HttpError(
+          403,
+          `this token is for team ${scope}: it sees that team's jobs only, not those of team ${JSON.stringify(query.team)}`,
+        );
       const states: readonly JobState[] | undefined = query.state;
       const team = scope ?? query.team;
       const endedSince =

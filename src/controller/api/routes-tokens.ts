@@ -1,11 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { parseWith } from '../../core/validation.js';
-import { isValidName } from '../job-spec/schema.js';
+import { jobSpecSchema } from '../job-spec/schema.js';
 import type { TeamTokenRecord } from '../state-store.js';
 import { HASH_PREFIX_LENGTH } from '../state/tokens.js';
 import { bodyOf } from './body.js';
-import { freeText } from './free-text.js';
 import { HttpError, notFound } from './errors.js';
 import type { ApiContext, RouteTable } from './routing.js';
 
@@ -15,14 +14,26 @@ import type { ApiContext, RouteTable } from './routing.js';
  * the answer that creates it; the store keeps its sha256, and listings name it by the first digits of that hash.
  */
 
-const TEAM_RULE = "lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit";
+/** A token's team is the team its jobs carry: the job spec's rule, and its words (the length when that is wrong). */
+const teamName = jobSpecSchema.shape.team;
+/**
+ * A label is one cell of a listing: free text but for control characters (as freeText), and here also tabs and line
+ * breaks (U+2028 and U+2029 among them), which would forge rows or columns of `fleetwise token list`.
+ */
+const NOT_IN_LABEL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
+const label = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(200, 'at most 200 characters')
+  .refine(
+    (text) => !NOT_IN_LABEL.test(text),
+    'one line: line breaks, tabs and other control characters are not allowed',
+  );
 const createBody = z.strictObject({
-  team: z.string().refine(isValidName, `expected a team name: ${TEAM_RULE}`),
-  label: freeText(200).optional(),
+  team: teamName,
+  label: label.optional(),
 });
-const listQuery = z.object({
-  team: z.string().refine(isValidName, `expected a team name: ${TEAM_RULE}`).optional(),
-});
+const listQuery = z.object({ team: teamName.optional() });
 const tokenParams = z.object({
   id: z
     .string()
@@ -51,6 +62,25 @@ function tokenView(record: TeamTokenRecord): TeamTokenView {
   };
 }
 
+/**
+ * Wait for a backup that holds a token change just made: the state is the only place team tokens are kept, and a
+ * restore from an older backup would undo the change (a revoked token authenticating again). A failed backup does not
+ * fail the change, which is in effect here: the answer then carries a warning saying what a restore would do.
+ */
+async function backedUp(context: ApiContext): Promise<{ warning?: string }> {
+  if (context.backupNow === undefined) return {};
+  try {
+    await context.backupNow();
+    return {};
+  } catch (e) {
+    return {
+      warning:
+        `the change is in effect on this controller but not yet in a backup (${e instanceof Error ? e.message : String(e)}): ` +
+        'a restore from the last backup would undo it; the next scheduled backup tries again',
+    };
+  }
+}
+
 export function registerTokenRoutes(routes: RouteTable, context: ApiContext): void {
   const store = context.service.store;
 
@@ -66,7 +96,7 @@ export function registerTokenRoutes(routes: RouteTable, context: ApiContext): vo
       // 32 random bytes: as strong as the admin token the controller generates.
       const token = randomBytes(32).toString('base64url');
       const record = store.addTeamToken(input.team, token, input.label);
-      return reply.code(201).send({ ...tokenView(record), token });
+      return reply.code(201).send({ ...tokenView(record), token, ...(await backedUp(context)) });
     },
   });
 
@@ -88,7 +118,7 @@ export function registerTokenRoutes(routes: RouteTable, context: ApiContext): vo
       const { id } = parseWith(tokenParams, request.params, 'path');
       const record = store.revokeTeamTokenByPrefix(id);
       if (record === undefined) throw notFound('token', id);
-      return tokenView(record);
+      return { ...tokenView(record), ...(await backedUp(context)) };
     },
   });
 }

@@ -72,6 +72,11 @@ export interface ApiContext {
   leadership(): LeadershipView;
   /** The caller of an authenticated route (set by the auth hook). */
   principal(request: FastifyRequest): Principal;
+  /**
+   * Resolves once a backup holds the state as it is now; rejects saying why not. A change that only the state keeps
+   * (a team token) waits for it, as a restore would otherwise undo it. Absent: this controller keeps no backups.
+   */
+  readonly backupNow?: () => Promise<unknown>;
 }
 
 export type HttpMethod = 'GET' | 'POST';

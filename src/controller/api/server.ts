@@ -54,6 +54,8 @@ export interface ApiServerOptions {
   readonly workers?: WorkerEndpoint;
   /** The controller's lease (ha/): without one (a SQLite state), the controller is active on its own. */
   readonly leadership?: () => LeadershipView;
+  /** Back up the state as it is now (ApiContext.backupNow); absent where the controller keeps no backups. */
+  readonly backupNow?: () => Promise<unknown>;
 }
 
 /** A controller with a state of its own: active, with no lease. */
@@ -142,6 +144,7 @@ export function buildApiApp(
       if (principal === undefined) throw new Error('internal: route has no authenticated caller');
       return principal;
     },
+    ...(options.backupNow === undefined ? {} : { backupNow: options.backupNow }),
   };
 
   registerBodyParsers(app);

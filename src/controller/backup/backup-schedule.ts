@@ -23,6 +23,12 @@ export interface BackupScheduleOptions {
   readonly metrics?: BackupMetrics | undefined;
 }
 
+/** What one run of a backup came to. */
+type RunOutcome =
+  | { readonly kind: 'stored'; readonly manifest: BackupManifest }
+  | { readonly kind: 'unchanged' }
+  | { readonly kind: 'failed'; readonly reason: string };
+
 /**
  * Backups of the state every `everySeconds`, off the control loop and the API: a backup runs in the background (its
  * snapshot is copied in steps between event-loop turns, compression runs in libuv's thread pool, uploads are I/O),
@@ -33,7 +39,7 @@ export class BackupSchedule {
   private running = false;
   private wake = new AbortController();
   private loopDone: Promise<void> | undefined;
-  private inFlight: Promise<BackupManifest | undefined> | undefined;
+  private inFlight: Promise<RunOutcome> | undefined;
   private lastStoredMark: string | undefined;
   private consecutiveFailures = 0;
 
@@ -78,7 +84,42 @@ export class BackupSchedule {
    * One backup unless the state is unchanged since the last one stored; joins the one in flight rather than
    * starting a second. Answers the manifest stored, or undefined (unchanged, or failed: logged and counted).
    */
-  backupNow(): Promise<BackupManifest | undefined> {
+  async backupNow(): Promise<BackupManifest | undefined> {
+    const outcome = await this.run();
+    return outcome.kind === 'stored' ? outcome.manifest : undefined;
+  }
+
+  /**
+   * Make sure a backup holds the state as it is now, every change made before the call included: a change the state
+   * alone keeps (a team token) is lost to a restore until then. A backup in flight may have taken its snapshot before
+   * that change, so it is waited for and another one run unless it covered the state. Rejects, saying why, when that
+   * backup fails (logged and counted as any other; the next period tries again) or is not stored within
+   * `timeoutSeconds` (it goes on in the background), so a stuck object store cannot hold the caller.
+   */
+  async backupCurrentState(options: { readonly timeoutSeconds?: number } = {}): Promise<void> {
+    const mark = this.options.changeMark();
+    const covering = (async (): Promise<RunOutcome> => {
+      const earlier = this.inFlight;
+      if (earlier !== undefined) {
+        const outcome = await earlier;
+        if (outcome.kind !== 'failed' && this.lastStoredMark === mark) return outcome;
+      }
+      // Any run from here on reads the mark after the change, so its snapshot holds it.
+      return this.run();
+    })();
+    const timeoutSeconds = options.timeoutSeconds ?? 30;
+    const timeout = new AbortController();
+    const outcome = await Promise.race([
+      covering,
+      this.options.clock.sleep(timeoutSeconds, timeout.signal).then(() => 'late' as const),
+    ]);
+    timeout.abort();
+    if (outcome === 'late')
+      throw new Error(`the state backup was not stored within ${timeoutSeconds} s (it goes on)`);
+    if (outcome.kind === 'failed') throw new Error(`the state backup failed: ${outcome.reason}`);
+  }
+
+  private run(): Promise<RunOutcome> {
     this.inFlight ??= this.runOnce().finally(() => {
       this.inFlight = undefined;
     });
@@ -95,12 +136,12 @@ export class BackupSchedule {
     }
   }
 
-  private async runOnce(): Promise<BackupManifest | undefined> {
+  private async runOnce(): Promise<RunOutcome> {
     const { clock, log, metrics } = this.options;
     const mark = this.options.changeMark();
     if (mark === this.lastStoredMark) {
       metrics?.backupStillCurrent(clock.nowSeconds());
-      return undefined;
+      return { kind: 'unchanged' };
     }
     const startedAt = clock.nowSeconds();
     try {
@@ -112,15 +153,16 @@ export class BackupSchedule {
           key: manifest.key,
         });
       this.consecutiveFailures = 0;
-      return manifest;
+      return { kind: 'stored', manifest };
     } catch (e) {
+      const reason = e instanceof Error ? e.message : String(e);
       this.consecutiveFailures += 1;
       metrics?.backupFailed();
       log.error('state backup failed; the next period tries again', {
-        error: e instanceof Error ? e.message : String(e),
+        error: reason,
         consecutiveFailures: this.consecutiveFailures,
       });
-      return undefined;
+      return { kind: 'failed', reason };
     }
   }
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SecretFilePaths } from '../../../controller/backup/backup-documents.js';
 import { MIN_TOKEN_LENGTH } from '../../../controller/state/tokens.js';
@@ -68,11 +68,18 @@ function tokenProblem(token: string): string | undefined {
   return undefined;
 }
 
+/** Told when a token file is removed (default: a line on stderr). */
+export type SecretWarning = (line: string) => void;
+
+const toStderr: SecretWarning = (line) => void process.stderr.write(`${line}\n`);
+
 /**
  * The token the environment variable `envName` gives, else the state directory's token file (made if missing); either
- * is held to tokenProblem.
+ * is held to tokenProblem. A file holding another token than the environment's is removed, with a warning: it is
+ * not the token in force, yet clients of the local controller would send it (and be refused), and the backups would
+ * carry it for a restore to install as the token.
  */
-function tokenFor(envName: string, env: NodeJS.ProcessEnv, file: string): TokenSource {
+function tokenFor(envName: string, env: NodeJS.ProcessEnv, file: string, warn: SecretWarning): TokenSource {
   const envToken = env[envName]?.trim();
   if (envToken === undefined || envToken === '') return { value: ensureSecretFile(file).value, file };
   const problem = tokenProblem(envToken);
@@ -80,15 +87,46 @@ function tokenFor(envName: string, env: NodeJS.ProcessEnv, file: string): TokenS
     throw new ValidationError(envName, [
       `${problem} (unset it to have one generated in the state directory)`,
     ]);
+  const fileToken = readIfPresent(file)?.trim();
+  if (fileToken !== undefined && fileToken !== '' && fileToken !== envToken) {
+    rmSync(file, { force: true });
+    warn(
+      `warning: removed ${file}: it held another token than ${envName}, which this controller takes; ` +
+        `give clients the token ${envName} holds`,
+    );
+  }
   return { value: envToken, file: undefined };
 }
 
-/** The admin token: FLEETWISE_ADMIN_TOKEN when set, else the state directory's token file (made if missing). */
-export function adminTokenFor(env: NodeJS.ProcessEnv, file: string): TokenSource {
-  return tokenFor(ADMIN_TOKEN_ENV, env, file);
+function readIfPresent(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw e;
+  }
 }
 
-/** The metrics token: FLEETWISE_METRICS_TOKEN when set, else the state directory's token file (made if missing). */
-export function metricsTokenFor(env: NodeJS.ProcessEnv, file: string): TokenSource {
-  return tokenFor(METRICS_TOKEN_ENV, env, file);
+/**
+ * The admin token: FLEETWISE_ADMIN_TOKEN when set (an older admin-token file that differs is removed, `warn` told),
+ * else the state directory's token file (made if missing).
+ */
+export function adminTokenFor(
+  env: NodeJS.ProcessEnv,
+  file: string,
+  warn: SecretWarning = toStderr,
+): TokenSource {
+  return tokenFor(ADMIN_TOKEN_ENV, env, file, warn);
+}
+
+/**
+ * The metrics token: FLEETWISE_METRICS_TOKEN when set (a metrics-token file that differs is removed, `warn` told), else
+ * the state directory's token file (made if missing).
+ */
+export function metricsTokenFor(
+  env: NodeJS.ProcessEnv,
+  file: string,
+  warn: SecretWarning = toStderr,
+): TokenSource {
+  return tokenFor(METRICS_TOKEN_ENV, env, file, warn);
 }

@@ -16,6 +16,12 @@ import type { Fleet } from './provider-setup.js';
 
 /** Starting a built controller: the empty-state guard, the loop and its feeds, the HTTP API, then the backups. */
 
+/**
+ * How long an API change that waits for a backup (a team token made or revoked) waits at most: well within the
+ * client's 30 s, so a stuck object store gets the change answered, with a warning, rather than timed out.
+ */
+const CHANGE_BACKUP_SECONDS = 20;
+
 export interface StartupOptions {
   readonly config: ControllerConfig;
   /** `--init`: start a new cluster on an empty state even where one ran before. */
@@ -76,6 +82,11 @@ export async function startController(options: StartupOptions): Promise<ApiServe
         ...(options.apiLogger === undefined ? {} : { logger: options.apiLogger }),
         ...(workers === undefined ? {} : { workers }),
         ...(state.leadership === undefined ? {} : { leadership: state.leadership }),
+        ...(backups === undefined
+          ? {}
+          : {
+              backupNow: () => backups.schedule.backupCurrentState({ timeoutSeconds: CHANGE_BACKUP_SECONDS }),
+            }),
       });
     } catch (e) {
       // Stop what started, so the one-line error is all that remains. The loop has not started: no instance was
