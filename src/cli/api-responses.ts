@@ -88,6 +88,10 @@ export const jobDocumentSchema = jobSummarySchema.extend({
       releasedAtSeconds: z.number().optional(),
       startSkewSeconds: z.number().optional(),
       barrierIdleCost: z.number().optional(),
+      // Absent from a controller of an older release: its figures are then of the latest start, unnumbered.
+      start: z.number().optional(),
+      starts: z.number().optional(),
+      totalBarrierIdleCost: z.number().optional(),
     })
     .nullable()
     .catch(null),

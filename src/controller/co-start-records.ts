@@ -59,26 +59,101 @@ const recordSchema = z.object({
    * or lost), not yet in a measured start.
    */
   unreleasedIdleCost: z.number().nonnegative().optional(),
+  /** The job's measured starts so far, over all its attempts: the latest is the one `startSkewSeconds` is of. */
+  starts: z.number().int().nonnegative().optional(),
+  /**
+   * The job's barrier-idle cost counted so far over all its attempts, in $: every measured start's and every hold that
+   * ended without one, each as /metrics counts it (`fleetwise_barrier_idle_cost_dollars_total`).
+   */
+  countedIdleCost: z.number().nonnegative().optional(),
 });
 export type CoStartRecord = z.infer<typeof recordSchema>;
+
+/** A multi-task job's starts over all its attempts, and the barrier-idle cost /metrics counted for it. */
+export interface CoStartTotals {
+  readonly starts: number;
+  readonly barrierIdleCost: number;
+}
+
+/**
+ * The record's totals. A record of an older controller has none: its figures are of this attempt alone, its measured
+ * start's cost and, after that start, its holds that ended without a release since.
+ */
+export function coStartTotalsOf(record: CoStartRecord): CoStartTotals {
+  const started = record.startSkewSeconds !== undefined;
+  return {
+    starts: record.starts ?? (started ? 1 : 0),
+    barrierIdleCost:
+      record.countedIdleCost ??
+      (record.barrierIdleCost ?? 0) + (started ? (record.unreleasedIdleCost ?? 0) : 0),
+  };
+}
+
+/** The record's fields that hold `totals`. */
+function totalsFields(totals: CoStartTotals): Pick<CoStartRecord, 'starts' | 'countedIdleCost'> {
+  return { starts: totals.starts, countedIdleCost: totals.barrierIdleCost };
+}
+
+/** The stored record of any attempt, with its totals written out (an older controller's record has none). */
+function parsedCoStart(store: StateStore, jobId: string): CoStartRecord | undefined {
+  const parsed = recordSchema.safeParse(store.getValue(PREFIX + jobId));
+  if (!parsed.success) return undefined;
+  // Written out, so that whatever rewrites the record (a restart clearing its measure) keeps them.
+  return parsed.data.starts === undefined
+    ? { ...parsed.data, ...totalsFields(coStartTotalsOf(parsed.data)) }
+    : parsed.data;
+}
 
 /** Whether a job's tasks are co-started: the controller's coStart switch is on and the job has several tasks. */
 export function coStarts(job: JobRecord, enabled: boolean): boolean {
   return enabled && expandTasks(job.spec).length > 1;
 }
 
-/** The job's record for its current attempt (a fresh one when there is none, or it was of an earlier attempt). */
+/**
+ * The job's record for its current attempt (a fresh one when there is none, or it was of an earlier attempt: the
+ * fresh one keeps the job's totals).
+ */
 export function readCoStart(store: StateStore, job: JobRecord): CoStartRecord {
-  const parsed = recordSchema.safeParse(store.getValue(PREFIX + job.id));
-  return parsed.success && parsed.data.attempt === job.attempts
-    ? parsed.data
-    : { attempt: job.attempts, ready: {}, running: {} };
+  const stored = parsedCoStart(store, job.id);
+  if (stored?.attempt === job.attempts) return stored;
+  return {
+    attempt: job.attempts,
+    ready: {},
+    running: {},
+    ...(stored === undefined ? {} : totalsFields(coStartTotalsOf(stored))),
+  };
 }
 
 /** The job's record if it has one for its current attempt (the job view, metrics). */
 export function storedCoStart(store: StateStore, job: JobRecord): CoStartRecord | undefined {
-  const parsed = recordSchema.safeParse(store.getValue(PREFIX + job.id));
-  return parsed.success && parsed.data.attempt === job.attempts ? parsed.data : undefined;
+  const stored = parsedCoStart(store, job.id);
+  return stored?.attempt === job.attempts ? stored : undefined;
+}
+
+/** The job's totals over all its attempts so far; undefined when it has no record (one task, or never held nor started). */
+export function storedCoStartTotals(store: StateStore, jobId: string): CoStartTotals | undefined {
+  const stored = parsedCoStart(store, jobId);
+  return stored === undefined ? undefined : coStartTotalsOf(stored);
+}
+
+/**
+ * The record after a start of the job was measured (`startMetrics`, on top of the holds that ended without a release
+ * before it): one more start, and what /metrics counts of it (its holds that ended unreleased were counted then).
+ */
+export function measuredCoStart(
+  record: CoStartRecord,
+  measured: { readonly startSkewSeconds: number; readonly barrierIdleCost: number },
+): CoStartRecord {
+  const totals = coStartTotalsOf(record);
+  const counted = Math.max(0, measured.barrierIdleCost - (record.unreleasedIdleCost ?? 0));
+  return {
+    ...record,
+    startSkewSeconds: measured.startSkewSeconds,
+    barrierIdleCost: measured.barrierIdleCost,
+    // Counted in this start's measure: not again at a later one.
+    unreleasedIdleCost: undefined,
+    ...totalsFields({ starts: totals.starts + 1, barrierIdleCost: totals.barrierIdleCost + counted }),
+  };
 }
 
 export function writeCoStart(store: StateStore, jobId: string, record: CoStartRecord): void {
@@ -152,6 +227,7 @@ export function replannedCoStart(
     ready: {},
     running: {},
     replans: (record.replans ?? 0) + 1,
+    ...totalsFields(coStartTotalsOf(record)),
     ...(ended.unreleasedIdleCost === undefined
       ? {}
       : { unreleasedIdleCost: ended.unreleasedIdleCost, barrierIdleCost: ended.unreleasedIdleCost }),
@@ -174,15 +250,20 @@ export function writeUnreleasedCoStart(
   after: CoStartRecord,
   onIdle: BarrierIdleHook | undefined,
 ): void {
-  writeCoStart(store, jobId, after);
   const rise = (after.unreleasedIdleCost ?? 0) - (before.unreleasedIdleCost ?? 0);
+  const totals = coStartTotalsOf(before);
+  writeCoStart(store, jobId, {
+    ...after,
+    ...totalsFields({ starts: totals.starts, barrierIdleCost: totals.barrierIdleCost + Math.max(0, rise) }),
+  });
   // Counted once the write has committed: a transaction that rolls back ends no hold, and its retry counts it.
   if (rise > 0 && onIdle !== undefined) store.afterCommit(() => onIdle(rise));
 }
 
 /**
  * A job ended: its record keeps only what the job view shows of it (the release time, start skew and barrier-idle
- * cost); the per-task readiness and start times go, and a record with nothing measured goes whole. Jobs are kept for
+ * cost, the totals over its attempts); the per-task readiness and start times go, and a record with nothing measured
+ * goes whole. Jobs are kept for
  * good, so without this every multi-task job would keep a map entry per task for ever. A job that ended while tasks of
  * it were held (a cancel or failure before its release, or after a move held released tasks again) keeps the
  * barrier-idle cost of those holds, and tells `onIdle` of it.
@@ -190,7 +271,7 @@ export function writeUnreleasedCoStart(
 export function compactCoStart(store: StateStore, job: JobRecord, onIdle: BarrierIdleHook | undefined): void {
   const record = storedCoStart(store, job);
   if (record === undefined) {
-    clearCoStart(store, job.id);
+    keepTotalsOnly(store, job);
     return;
   }
   const held = heldIdleCost(holdsGoingOn(record), job.finishedAtSeconds ?? job.updatedAtSeconds);
@@ -211,7 +292,7 @@ export function compactCoStart(store: StateStore, job: JobRecord, onIdle: Barrie
         },
         onIdle,
       );
-    else clearCoStart(store, job.id);
+    else keepTotalsOnly(store, job);
     return;
   }
   if (
@@ -221,6 +302,7 @@ export function compactCoStart(store: StateStore, job: JobRecord, onIdle: Barrie
     unreleased === 0
   )
     return;
+  const totals = coStartTotalsOf(record);
   writeCoStart(store, job.id, {
     ...record,
     ready: {},
@@ -231,9 +313,19 @@ export function compactCoStart(store: StateStore, job: JobRecord, onIdle: Barrie
     ...(unreleased > 0
       ? { unreleasedIdleCost: undefined, barrierIdleCost: (record.barrierIdleCost ?? 0) + unreleased }
       : {}),
+    ...totalsFields({ starts: totals.starts, barrierIdleCost: totals.barrierIdleCost + held }),
   });
   // What was unreleased already was told as its hold ended (writeUnreleasedCoStart).
   if (held > 0 && onIdle !== undefined) store.afterCommit(() => onIdle(held));
+}
+
+/** An ended job's record with nothing of its last attempt to keep: its totals alone, or none when they are nil. */
+function keepTotalsOnly(store: StateStore, job: JobRecord): void {
+  const totals = storedCoStartTotals(store, job.id);
+  if (totals === undefined || (totals.starts === 0 && totals.barrierIdleCost === 0))
+    clearCoStart(store, job.id);
+  else
+    writeCoStart(store, job.id, { attempt: job.attempts, ready: {}, running: {}, ...totalsFields(totals) });
 }
 
 /**
@@ -294,6 +386,7 @@ export function releasedCoStart(
     startSkewSeconds: undefined,
     barrierIdleCost: undefined,
     replans: undefined,
+    ...totalsFields(coStartTotalsOf(record)),
   };
 }
 

@@ -2,6 +2,7 @@ import type { Catalog } from '../core/catalog.js';
 import type { TaskReport } from '../protocol/worker-protocol.js';
 import {
   coStartReadinessEvent,
+  measuredCoStart,
   readCoStart,
   startMetrics,
   writeCoStart,
@@ -103,6 +104,7 @@ export function recordStartReports(
   }
   for (const { job, record, changed } of records.values()) {
     if (!changed) continue;
+    let written = record;
     if (record.startSkewSeconds === undefined) {
       const tasks = store.listTasks({ jobId: job.id });
       const expanded = expandTasks(job.spec);
@@ -120,18 +122,15 @@ export function recordStartReports(
       }
       const measured = placed.length === tasks.length ? startMetrics(record, placed, catalog) : undefined;
       if (measured !== undefined) {
-        record.startSkewSeconds = measured.startSkewSeconds;
-        record.barrierIdleCost = measured.barrierIdleCost;
         const unreleased = record.unreleasedIdleCost ?? 0;
-        // Counted in this start's measure: not again at a later one.
-        record.unreleasedIdleCost = undefined;
+        written = measuredCoStart(record, measured);
         measuredStarts.push({
           jobId: job.id,
           measured: unreleased > 0 ? { ...measured, unreleasedIdleCost: unreleased } : measured,
         });
       }
     }
-    writeCoStart(store, job.id, record);
+    writeCoStart(store, job.id, written);
   }
   return measuredStarts;
 }

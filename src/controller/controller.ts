@@ -4,7 +4,7 @@ import type { CloudProvider } from '../cloud/provider.js';
 import { Admission } from '../queue/admission.js';
 import { schedulerCaps } from '../round/plan-caps.js';
 import type { ObjectStore } from '../storage/object-store.js';
-import { instanceBilledPricePerHour } from './instance-market.js';
+import { instanceBilledPricePerHour, withBillingTypes, type BillingTypes } from './instance-market.js';
 import {
   buildContextProblem,
   readJobLogs,
@@ -92,6 +92,8 @@ import { replaceSilentWorkers, type WorkerFleet } from './worker-liveness.js';
 export interface ControllerDeps {
   readonly store: StateStore;
   readonly catalog: Catalog;
+  /** Types only ended instances ran that the catalog lacks: billed in reports, never planned (instance-market.ts). */
+  readonly billingTypes?: BillingTypes | undefined;
   /** Required unless `settings.dryRun`; a dry run never touches it. */
   readonly provider?: CloudProvider | undefined;
   readonly tasks?: TaskControl;
@@ -155,6 +157,7 @@ export class Controller implements ControllerService {
   readonly store: StateStore;
   /** Replaced only by applyCatalog (price refresh), between rounds. */
   catalog: Catalog;
+  private readonly billingTypes: BillingTypes | undefined;
   readonly clock: Clock;
   readonly settings: ControllerSettings;
   /** The queue layer: admission under the caps before every plan. */
@@ -204,6 +207,7 @@ export class Controller implements ControllerService {
       throw new Error('a cloud provider is required unless in dry-run');
     this.store = deps.store;
     this.catalog = deps.catalog;
+    this.billingTypes = deps.billingTypes;
     this.clock = deps.clock ?? new SystemClock();
     this.settings = deps.settings;
     this.schedule = new RoundSchedule(deps.settings);
@@ -240,6 +244,7 @@ export class Controller implements ControllerService {
     this.orphans = new KeptOrphans(this.clock, this.log, deps.settings.clusterName);
     // Everything built here reads the catalog through this, so a price refresh (applyCatalog) reaches all of it.
     const catalog = (): Catalog => this.catalog;
+    const billingCatalog = (): Catalog => this.billingCatalog();
     this.reconciler = new Reconciler({
       store: deps.store,
       catalog,
@@ -314,7 +319,7 @@ export class Controller implements ControllerService {
       everySeconds: deps.settings.reportEverySeconds,
       keep: deps.settings.reportsKept ?? DEFAULT_REPORTS_KEPT,
       costs: () => this.costs(0),
-      catalog,
+      catalog: billingCatalog,
       safeEvent: (kind, message) => this.safeEvent(kind, message),
     });
     this.interruptions = new SpotInterruptions({
@@ -719,6 +724,11 @@ export class Controller implements ControllerService {
     return this.jobs.drain(instanceId);
   }
 
+  /** The catalog bills are priced from: the current one, with the types only ended instances ran (`billingTypes`). */
+  private billingCatalog(): Catalog {
+    return withBillingTypes(this.catalog, this.billingTypes);
+  }
+
   cluster(): ClusterView {
     // What each instance is billed at: its spot price on spot.
     return clusterView(
@@ -750,10 +760,10 @@ export class Controller implements ControllerService {
   costs(sinceSeconds = 0, untilSeconds?: number): DetailedCostReport {
     const now = this.clock.nowSeconds();
     if (untilSeconds !== undefined && untilSeconds < now)
-      return computeClosedPeriodReport(this.store, this.catalog, sinceSeconds, untilSeconds);
+      return computeClosedPeriodReport(this.store, this.billingCatalog(), sinceSeconds, untilSeconds);
     return sinceSeconds <= 0
-      ? this.historyCosts.report(this.store, this.catalog, now)
-      : computeCostReport(this.store, this.catalog, now, sinceSeconds);
+      ? this.historyCosts.report(this.store, this.billingCatalog(), now)
+      : computeCostReport(this.store, this.billingCatalog(), now, sinceSeconds);
   }
 
   /**
@@ -767,7 +777,7 @@ export class Controller implements ControllerService {
         ? undefined
         : endedMonthOf(sinceSeconds, untilSeconds, this.clock.nowSeconds());
     if (month === undefined) return this.costs(sinceSeconds, untilSeconds);
-    const stored = await readStoredMonthReport(this.objectStore, month);
+    const stored = await readStoredMonthReport(this.objectStore, month, this.store);
     if (stored.report !== undefined)
       return { ...stored.report, monthReport: { from: 'stored', detail: stored.location } };
     return {
@@ -777,12 +787,12 @@ export class Controller implements ControllerService {
   }
 
   costsOfJobs(jobIds: readonly string[]): Map<string, number> {
-    return this.historyCosts.jobCosts(this.store, this.catalog, this.clock.nowSeconds(), jobIds);
+    return this.historyCosts.jobCosts(this.store, this.billingCatalog(), this.clock.nowSeconds(), jobIds);
   }
 
   monthToDateCosts(): MonthToDateCosts {
-    const whole = this.historyCosts.totals(this.store, this.catalog, this.clock.nowSeconds());
-    return this.monthToDate.costs(this.store, this.catalog, whole);
+    const whole = this.historyCosts.totals(this.store, this.billingCatalog(), this.clock.nowSeconds());
+    return this.monthToDate.costs(this.store, this.billingCatalog(), whole);
   }
 
   workAtRisk(): MarketWorkAtRisk[] {

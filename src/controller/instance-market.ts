@@ -1,6 +1,6 @@
-import type { Catalog } from '../core/catalog.js';
+import { typesByName, type Catalog, type InstanceType } from '../core/catalog.js';
 import type { Market } from '../core/market.js';
-import { marketPricePerHour } from '../core/spot.js';
+import { marketPricePerHour, type SpotOffering } from '../core/spot.js';
 import { launchIntentKey, type InstanceRecord, type IntentRecord, type StateStore } from './state-store.js';
 
 /**
@@ -77,15 +77,51 @@ export function instanceBilledPricePerHour(
 
 /**
  * What an instance is billed at, $/hour: its pool's spot price when it runs on spot (`onSpot`, `launchedOnSpot`),
- * else its type's on-demand price; the on-demand price for a pool the catalog no longer lists, 0 for a type it lacks.
+ * else its type's on-demand price; the on-demand price for a pool the catalog no longer lists. A type the catalog
+ * lacks has no price: billing it at $0 would lower every bill and budget figure without a word, so it throws (the
+ * controller's start makes sure its catalog has every type its state's instances ran).
  */
 export function billedPricePerHour(catalog: Catalog, instance: InstanceRecord, onSpot: boolean): number {
-  const type = catalog.types.find((t) => t.name === instance.typeName);
-  if (type === undefined) return 0;
+  const type = typesByName(catalog).get(instance.typeName);
+  if (type === undefined)
+    throw new Error(
+      `unknown instance type ${instance.typeName} (instance ${instance.id}): the catalog in use has no price for it`,
+    );
   if (!onSpot) return type.costPerHour;
   try {
     return marketPricePerHour(type.costPerHour, catalog.spot, type.name, 'spot', instance.availabilityZone);
   } catch {
     return type.costPerHour;
   }
+}
+
+/**
+ * Instance types and spot pools to bill with beside the catalog's: those only ended instances of the state ran, which
+ * the catalog no longer lists (the controller's start takes them from the bundled catalog). Reports bill with them;
+ * nothing plans with them.
+ */
+export interface BillingTypes {
+  readonly types: readonly InstanceType[];
+  readonly spotOfferings: readonly SpotOffering[];
+}
+
+/** `catalog` with `extra`'s types and spot pools it lacks: the catalog the bills are priced from. */
+export function withBillingTypes(catalog: Catalog, extra: BillingTypes | undefined): Catalog {
+  if (extra === undefined || extra.types.length === 0) return catalog;
+  const types = extra.types.filter((t) => !catalog.types.some((c) => c.name === t.name));
+  if (types.length === 0) return catalog;
+  const names = new Set(types.map((t) => t.name));
+  const spot = catalog.spot;
+  return {
+    ...catalog,
+    types: [...catalog.types, ...types],
+    ...(spot === undefined
+      ? {}
+      : {
+          spot: {
+            ...spot,
+            offerings: [...spot.offerings, ...extra.spotOfferings.filter((o) => names.has(o.typeName))],
+          },
+        }),
+  };
 }

@@ -32,6 +32,12 @@ export interface ReportWriterDeps {
   readonly safeEvent: (kind: string, message: string) => void;
 }
 
+/** The first month whose report the controller writes: its first job's; none before any job. */
+export function firstReportedMonth(store: Pick<StateStore, 'listJobs'>): string | undefined {
+  const first = store.listJobs({ limit: 1 })[0];
+  return first === undefined ? undefined : utcMonthOf(first.submittedAtSeconds);
+}
+
 /** The state store's record of the last month whose report is in the object store (`YYYY-MM`). */
 export const MONTHS_REPORTED_KEY = 'reports.monthsWrittenThrough';
 
@@ -152,9 +158,7 @@ export class ReportWriter {
   /** The month after the last one written, or the first job's month when none is. */
   private unwrittenMonth(): string | undefined {
     const written = this.deps.store.getValue(MONTHS_REPORTED_KEY);
-    if (typeof written === 'string') return nextUtcMonth(written);
-    const first = this.deps.store.listJobs({ limit: 1 })[0];
-    return first === undefined ? undefined : utcMonthOf(first.submittedAtSeconds);
+    return typeof written === 'string' ? nextUtcMonth(written) : firstReportedMonth(this.deps.store);
   }
 
   /** Write the cost report (JSON, CSV, HTML) to the object store now. */

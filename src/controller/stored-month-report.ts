@@ -3,7 +3,9 @@ import { monthlyReportKeys } from '../protocol/object-keys.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { locationOf } from './artifacts.js';
 import type { DetailedCostReport } from './cost-accounting.js';
+import { firstReportedMonth } from './report-writer.js';
 import { parseReportDocument } from './reports.js';
+import type { StateStore } from './state-store.js';
 
 /**
  * `report --month` for a month that has ended: the month's report the controller stored as the month ended
@@ -35,13 +37,40 @@ export function endedMonthOf(
     : undefined;
 }
 
+/** What of the state store tells whether anything ran in a month. */
+export type MonthRecords = Pick<StateStore, 'listJobs' | 'listInstances'>;
+
+/**
+ * Why `month`'s report is not in the store and never will be, if so: nothing ran in it (it ended before the state's
+ * first record, a job's submission or an instance's launch), or it came before the first month the controller
+ * reports, its first job's (an instance it adopted may have run before that).
+ */
+function neverWritten(state: MonthRecords, month: string): string | undefined {
+  const { endSeconds } = utcMonthBounds(month);
+  const firstJob = state.listJobs({ limit: 1 })[0]?.submittedAtSeconds;
+  // Billed from its launch: one never launched ran nothing.
+  const firstInstance = state
+    .listInstances()
+    .reduce((first, inst) => Math.min(first, inst.launchedAtSeconds ?? first), Number.POSITIVE_INFINITY);
+  if (endSeconds <= Math.min(firstJob ?? Number.POSITIVE_INFINITY, firstInstance))
+    return `nothing ran in ${month}`;
+  const firstMonth = firstReportedMonth(state);
+  if (firstMonth === undefined)
+    return `no report of ${month} is written: months are reported from the first job's, and no job was submitted yet`;
+  return month < firstMonth
+    ? `no report of ${month} is written: months are reported from the first job's, ${firstMonth}`
+    : undefined;
+}
+
 /**
  * The month's stored report, its cost report's fields only (not the chart series nor what it was written for), and
- * where it is; the reason there is none to use otherwise.
+ * where it is; the reason there is none to use otherwise. With the state (`state`), a month that will never have a
+ * report says why instead of "not written yet".
  */
 export async function readStoredMonthReport(
   objectStore: ObjectStore | undefined,
   month: string,
+  state?: MonthRecords,
 ): Promise<
   | { readonly report: DetailedCostReport; readonly location: string }
   | { readonly report: undefined; readonly why: string }
@@ -54,7 +83,9 @@ export async function readStoredMonthReport(
     if ((await objectStore.head(key)) === undefined)
       return {
         report: undefined,
-        why: `no report of ${month} at ${location} yet (written once the month has ended)`,
+        why:
+          (state === undefined ? undefined : neverWritten(state, month)) ??
+          `no report of ${month} at ${location} yet (written once the month has ended)`,
       };
     const doc = parseReportDocument((await objectStore.getBuffer(key)).toString('utf8'), location);
     // A report of another period under the month's key is not the month's.

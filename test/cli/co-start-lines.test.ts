@@ -27,4 +27,24 @@ describe('fleetwise job: co-start lines', () => {
     expect(coStartLines({ readyTaskIds: [] }, 2)).toEqual([]);
     expect(coStartLines(null, 2)).toEqual([]);
   });
+
+  it('says which start the figures are of, and the total over all the starts when there is more than one', () => {
+    const once = { readyTaskIds: [], startSkewSeconds: 2, barrierIdleCost: 0.125, releasedAtSeconds: 0 };
+    expect(coStartLines({ ...once, start: 1, starts: 1, totalBarrierIdleCost: 0.125 }, 2).slice(1)).toEqual([
+      'start skew 2.0 s, barrier-idle $0.1250 (start 1 of 1)',
+    ]);
+    expect(coStartLines({ ...once, start: 3, starts: 3, totalBarrierIdleCost: 0.5 }, 2).slice(1)).toEqual([
+      'start skew 2.0 s, barrier-idle $0.1250 (start 3 of 3)',
+      'barrier-idle $0.5000 in all (3 starts and any holds that ended without one)',
+    ]);
+    // One start, and holds that ended without one since: what they all cost.
+    expect(coStartLines({ ...once, start: 1, starts: 1, totalBarrierIdleCost: 0.25 }, 2).slice(1)).toEqual([
+      'start skew 2.0 s, barrier-idle $0.1250 (start 1 of 1)',
+      'barrier-idle $0.2500 in all (1 start and any holds that ended without one)',
+    ]);
+    // Retried before its next start: the earlier attempt's cost.
+    expect(coStartLines({ readyTaskIds: [], starts: 2, totalBarrierIdleCost: 0.75 }, 2)).toEqual([
+      'barrier-idle $0.7500 in all (2 starts and any holds that ended without one)',
+    ]);
+  });
 });

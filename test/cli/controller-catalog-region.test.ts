@@ -9,7 +9,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import { catalogToFile } from '../../src/core/catalog.js';
 import { ValidationError } from '../../src/core/validation.js';
-import { loadConfigAndCatalog } from '../../src/cli/commands/controller/config-and-catalog.js';
+import {
+  loadConfigAndCatalog,
+  withStateInstanceTypes,
+} from '../../src/cli/commands/controller/config-and-catalog.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-catalog-region-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -56,5 +59,120 @@ describe('controller catalog region', () => {
     ).toBe('eu-west-1');
     const local = loadConfigAndCatalog({ ...flags, provider: 'local' }, { AWS_REGION: 'eu-west-1' });
     expect([local.config.region, local.catalog.region]).toEqual(['eu-west-1', 'us-east-1']);
+  });
+});
+
+describe("the controller's catalog and the types its state's instances ran", () => {
+  const { spot: _spot, types, ...rest } = catalogToFile(loadCatalogFile());
+  const spotFile = catalogToFile(loadCatalogFile()).spot;
+  const write = (name: string, file: object): string => {
+    const path = join(scratch, name);
+    writeFileSync(path, JSON.stringify(file));
+    return path;
+  };
+  const withoutLarge = { ...rest, types: types.filter((t) => t.name !== 'c7i.large') };
+  const warnings: string[] = [];
+  const log = { warn: (message: string) => void warnings.push(message) };
+
+  it('takes a type the file lacks from the bundled catalog, with its spot pools and the price overrides', () => {
+    const path = write('no-c7i-large.json', {
+      ...withoutLarge,
+      ...(spotFile === undefined
+        ? {}
+        : { spot: { ...spotFile, offerings: spotFile.offerings.filter((o) => o.type !== 'c7i.large') } }),
+    });
+    const config = join(scratch, 'overrides.yaml');
+    writeFileSync(config, 'priceOverrides:\n  discountPercent: 10\n');
+    const loaded = loadConfigAndCatalog({ ...flags, provider: 'aws', catalog: path, config }, {});
+    expect(loaded.catalog.types.some((t) => t.name === 'c7i.large')).toBe(false);
+    warnings.length = 0;
+    // Only ended instances of it: billed at its bundled price (less the discount), never planned with.
+    const ended = withStateInstanceTypes(
+      loaded,
+      [
+        { typeName: 'c7i.large', state: 'terminated' },
+        { typeName: 'c7i.xlarge', state: 'running' },
+      ],
+      { config },
+      log,
+    );
+    expect(warnings).toEqual([
+      `the catalog ${path} lacks c7i.large, which this state's instances ran: its bundled capacities and prices are used to bill them`,
+    ]);
+    expect(ended.catalog).toBe(loaded.catalog);
+    expect(ended.billingTypes.types.map((t) => [t.name, t.costPerHour])).toEqual([
+      ['c7i.large', 0.08925 * 0.9],
+    ]);
+    expect(ended.billingTypes.spotOfferings.map((o) => o.zone)).toEqual([
+      'us-east-1a',
+      'us-east-1b',
+      'us-east-1c',
+    ]);
+    warnings.length = 0;
+    // One still up: planned with too, as the rounds must place on it.
+    const merged = withStateInstanceTypes(
+      loaded,
+      [
+        { typeName: 'c7i.large', state: 'terminated' },
+        { typeName: 'c7i.xlarge', state: 'running' },
+        { typeName: 'c7i.large', state: 'running' },
+      ],
+      { config },
+      log,
+    );
+    expect(warnings).toEqual([
+      `the catalog ${path} lacks c7i.large, which this state's instances ran: its bundled capacities and prices are used; c7i.large planned with too, while instances of it run`,
+    ]);
+    expect(merged.billingTypes.types).toEqual([]);
+    expect(merged.listCatalog.types.find((t) => t.name === 'c7i.large')?.costPerHour).toBe(0.08925);
+    expect(merged.catalog.types.find((t) => t.name === 'c7i.large')?.costPerHour).toBeCloseTo(
+      0.08925 * 0.9,
+      9,
+    );
+    expect(
+      merged.catalog.spot?.offerings.filter((o) => o.typeName === 'c7i.large').map((o) => o.zone),
+    ).toEqual(['us-east-1a', 'us-east-1b', 'us-east-1c']);
+    // Nothing missing: the catalogs as loaded, no word.
+    warnings.length = 0;
+    expect(
+      withStateInstanceTypes(loaded, [{ typeName: 'c7i.xlarge', state: 'running' }], { config }, log).catalog,
+    ).toBe(loaded.catalog);
+    expect(warnings).toEqual([]);
+  });
+
+  it('refuses a type neither has, a type missing from the bundled catalog itself, and another region’s stand-in', () => {
+    const path = write('no-c7i-large-on-demand.json', withoutLarge);
+    const loaded = loadConfigAndCatalog({ ...flags, provider: 'local', catalog: path }, {});
+    const e = refusal(() =>
+      withStateInstanceTypes(
+        loaded,
+        [
+          { typeName: 'c7i.large', state: 'running' },
+          { typeName: 'm7i.large', state: 'terminated' },
+        ],
+        {},
+        log,
+      ),
+    );
+    expect(e.source).toBe(path);
+    expect(e.problems).toEqual([
+      "types: the catalog lacks m7i.large, which this state's instances ran, and the bundled catalog lacks them too: " +
+        'reports could not price them; start with a catalog that has them (`fleetwise catalog refresh --region ' +
+        'us-east-1 --families c7i,m7i,p3,r7i --out FILE`, then `--catalog FILE`)',
+    ]);
+    const bundled = loadConfigAndCatalog({ ...flags, provider: 'local' }, {});
+    expect(
+      refusal(() =>
+        withStateInstanceTypes(bundled, [{ typeName: 'm7i.large', state: 'terminated' }], {}, log),
+      ).problems[0],
+    ).toMatch(
+      /^types: the catalog lacks m7i\.large, which this state's instances ran, and it is the bundled catalog:/,
+    );
+    const elsewhere = write('eu-no-c7i-large.json', { ...withoutLarge, region: 'eu-west-1' });
+    const eu = loadConfigAndCatalog({ ...flags, provider: 'local', catalog: elsewhere }, {});
+    expect(
+      refusal(() => withStateInstanceTypes(eu, [{ typeName: 'c7i.large', state: 'running' }], {}, log))
+        .problems[0],
+    ).toMatch(/and the bundled catalog is for us-east-1, not eu-west-1: reports could not price them/);
   });
 });

@@ -393,6 +393,48 @@ describe('co-start barrier in the controller', () => {
     expect(await barrierIdleMetric(h)).toBeCloseTo((100 * share * type.costPerHour) / 3600, 9);
   });
 
+  it('keeps what an earlier attempt’s holds cost in the job’s total, and numbers the next attempt’s start after them', async () => {
+    const h = harness();
+    const spec = jobSpec('gang', CPU_SMALL, { replicas: 2 });
+    const job = h.r.controller.submit({ ...spec, retryStrategy: { attempts: 2 } }, 'research');
+    await h.r.controller.runRound();
+    await h.r.controller.reconcile();
+    registerAll(h);
+    await h.r.controller.reconcile();
+    const [t0, t1] = [`${job.id}.0`, `${job.id}.1`];
+    const on = (taskId: string): string => h.r.store.getTask(taskId)?.instanceId as string;
+    const held = on(t0);
+    beat(h, held, [ready(t0)]);
+    h.r.clock.advance(100);
+    beat(h, held, [ready(t0)]);
+    beat(h, on(t1), [{ taskId: t1, state: 'failed', attempt: 1, reason: 'image pull failed' }]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getJob(job.id)).toMatchObject({ state: 'queued', attempts: 2 });
+    const hold = holdCost(h, held, 100);
+    // Nothing of the second attempt yet: the first's hold is still the job's.
+    const retried = jobDocument(h.r.store, h.r.store.getJob(job.id)!).coStart;
+    expect(retried).toMatchObject({ readyTaskIds: [], starts: 0 });
+    expect(retried?.totalBarrierIdleCost).toBeCloseTo(hold, 9);
+    // The second attempt starts at once: its start is the job's first, and the total has both.
+    await h.r.controller.runRound();
+    await h.r.controller.reconcile();
+    registerAll(h);
+    await h.r.controller.reconcile();
+    const report = (taskId: string, state: 'ready' | 'running'): TaskReport => ({
+      taskId,
+      state,
+      attempt: 2,
+    });
+    for (const t of [t0, t1]) beat(h, on(t), [report(t, 'ready')]);
+    await h.r.controller.reconcile();
+    for (const t of [t0, t1]) beat(h, on(t), [report(t, 'running')]);
+    expect(h.measured).toHaveLength(1);
+    const view = jobDocument(h.r.store, h.r.store.getJob(job.id)!).coStart;
+    expect(view).toMatchObject({ start: 1, starts: 1, barrierIdleCost: 0 });
+    expect(view?.totalBarrierIdleCost).toBeCloseTo(hold, 9);
+    expect(view?.totalBarrierIdleCost).toBeCloseTo(await barrierIdleMetric(h), 9);
+  });
+
   it('does not have a task placed again prepared before its siblings are: neither the called-off start nor an old report counts', async () => {
     const h = harness();
     const { jobId, on } = await placedGang(h);
@@ -661,9 +703,13 @@ describe('co-start barrier: a start after a release in the same attempt', () => 
   /**
    * A gang released and run for two hours; then its second task's instance is lost and the job is placed whole again,
    * its first task back on the instance it ran on (stopped there and started anew). Returns the job, its tasks, the
-   * first task's instance, and when it was first ready.
+   * first task's instance, and when it was first ready. The first task is held `heldFirstSeconds` before its sibling
+   * is ready at the first start.
    */
-  async function releasedThenPlacedAgain(h: Harness): Promise<{
+  async function releasedThenPlacedAgain(
+    h: Harness,
+    heldFirstSeconds = 0,
+  ): Promise<{
     jobId: string;
     t0: string;
     t1: string;
@@ -675,6 +721,10 @@ describe('co-start barrier: a start after a release in the same attempt', () => 
     const kept = on.get(t0) as string;
     const firstReadyAt = h.r.clock.nowSeconds();
     beat(h, kept, [ready(t0)]);
+    if (heldFirstSeconds > 0) {
+      h.r.clock.advance(heldFirstSeconds);
+      beat(h, kept, [ready(t0)]);
+    }
     beat(h, on.get(t1) as string, [ready(t1)]);
     await h.r.controller.reconcile();
     expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['running', 'running']);
@@ -751,6 +801,37 @@ describe('co-start barrier: a start after a release in the same attempt', () => 
     expect(h.measured).toHaveLength(2);
     expect(h.measured[1]?.barrierIdleCost).toBeCloseTo(holdCost(h, booting, 30), 9);
   });
+  it('says which start its figures are of, and what all its starts cost together, as /metrics counted them', async () => {
+    const h = harness();
+    const { jobId, t0, t1, kept } = await releasedThenPlacedAgain(h, 20);
+    const first = holdCost(h, kept, 20);
+    expect(h.measured[0]?.barrierIdleCost).toBeCloseTo(first, 9);
+    const booting = h.r.store.getTask(t1)?.instanceId as string;
+    // The second start: t1 held 40 s for t0.
+    beat(h, booting, [ready(t1)]);
+    h.r.clock.advance(40);
+    beat(h, booting, [ready(t1)]);
+    beat(h, kept, [ready(t0)]);
+    await h.r.controller.reconcile();
+    beat(h, kept, [running(t0)]);
+    beat(h, booting, [running(t1)]);
+    expect(h.measured).toHaveLength(2);
+    const second = holdCost(h, booting, 40);
+    const view = jobDocument(h.r.store, h.r.store.getJob(jobId)!).coStart;
+    expect(view).toMatchObject({ start: 2, starts: 2, startSkewSeconds: 0 });
+    expect(view?.barrierIdleCost).toBeCloseTo(second, 9);
+    expect(view?.totalBarrierIdleCost).toBeCloseTo(first + second, 9);
+    expect(view?.totalBarrierIdleCost).toBeCloseTo(await barrierIdleMetric(h), 9);
+    const shown = view === null ? null : { ...view, readyTaskIds: [...view.readyTaskIds] };
+    expect(coStartLines(shown, 2).slice(1)).toEqual([
+      `start skew 0.0 s, barrier-idle $${second.toFixed(4)} (start 2 of 2)`,
+      `barrier-idle $${(first + second).toFixed(4)} in all (2 starts and any holds that ended without one)`,
+    ]);
+    // The job ends: the figures and the totals stay.
+    h.r.controller.cancel(jobId);
+    expect(jobDocument(h.r.store, h.r.store.getJob(jobId)!).coStart).toEqual({ ...view, readyTaskIds: [] });
+  });
+
   it('counts a hold after the move that the job’s end cuts short, in /metrics and its barrier-idle cost, once', async () => {
     const h = harness();
     const { jobId, t0, t1, kept } = await releasedThenPlacedAgain(h);
@@ -832,11 +913,15 @@ describe('co-start records of older controllers', () => {
     });
     h.r.controller.cancel(job.id);
     expect(await barrierIdleMetric(h)).toBe(0);
+    // Its one measured start is numbered, and is all it counted.
     expect(jobDocument(h.r.store, h.r.store.getJob(job.id)!).coStart).toEqual({
       readyTaskIds: [],
       releasedAtSeconds: now - 3600,
       startSkewSeconds: 1,
       barrierIdleCost: 0.002,
+      start: 1,
+      starts: 1,
+      totalBarrierIdleCost: 0.002,
     });
   });
 });

@@ -563,4 +563,20 @@ describe('what instances are billed at', () => {
     const view = clusterView(store, (i) => billedPricePerHour(catalog, i, launchedOnSpot(store, i.id)));
     expect(view.costPerHour).toBeCloseTo(0.9486 + 3.06, 9);
   });
+
+  it('an instance of a type the catalog lacks is not billed at $0: the report fails, naming the type', () => {
+    const full = loadCatalogFile();
+    const catalog = { ...full, types: full.types.filter((t) => t.name !== 'c7i.large') };
+    let now = 1000;
+    const store = new MemoryStateStore({ nowSeconds: () => now });
+    const inst = store.createInstance({ typeName: 'c7i.large' });
+    store.setInstanceState(inst.id, 'launching', { cloudId: `i-${inst.id}` });
+    now += 3600;
+    store.setInstanceState(inst.id, 'terminated');
+    expect(() => billedPricePerHour(catalog, inst, false)).toThrow(
+      `unknown instance type c7i.large (instance ${inst.id}): the catalog in use has no price for it`,
+    );
+    expect(() => computeCostReport(store, catalog, now)).toThrow(/unknown instance type c7i\.large/);
+    expect(computeCostReport(store, full, now).totalCost).toBeCloseTo(0.08925, 9);
+  });
 });

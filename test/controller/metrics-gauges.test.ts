@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ControllerMetrics, storeGaugeRegistry } from '../../src/controller/api/metrics.js';
+import { capNames, ControllerMetrics, storeGaugeRegistry } from '../../src/controller/api/metrics.js';
 import type { MonthToDateCosts } from '../../src/controller/month-to-date.js';
 import type { MarketWorkAtRisk } from '../../src/controller/work-at-risk.js';
 import type { RoundInput } from '../../src/controller/state-store.js';
@@ -119,5 +119,71 @@ describe('/metrics gauges', () => {
     const text = await metrics.registry.metrics();
     expect(text).toContain('fleetwise_caps_hit_total{cap="maxInstances"} 4');
     expect(text).not.toMatch(/fleetwise_caps_hit_total\{cap="queue/);
+    // What the rounds counted under is among the names started at 0 for these caps and classes.
+    const counted = series(text, 'fleetwise_caps_hit_total').map((l) => /cap="([^"]*)"/.exec(l)?.[1]);
+    const classes = r.controller.admission.config.classes.map((c) => c.id);
+    expect(capNames(r.controller.admission.caps, classes)).toEqual(expect.arrayContaining(counted));
+  });
+});
+
+function series(text: string, name: string): string[] {
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(`${name}{`))
+    .sort();
+}
+
+describe('/metrics counters by label', () => {
+  it('has every known label value at 0 before its first increment, so increase() sees the first event', async () => {
+    const metrics = new ControllerMetrics();
+    const fresh = await metrics.registry.metrics();
+    expect(series(fresh, 'fleetwise_jobs_failed_by_rule_total')).toEqual([
+      'fleetwise_jobs_failed_by_rule_total{rule="dependency"} 0',
+      'fleetwise_jobs_failed_by_rule_total{rule="run-limit"} 0',
+    ]);
+    expect(series(fresh, 'fleetwise_job_archive_failures_total')).toEqual([
+      'fleetwise_job_archive_failures_total{part="end"} 0',
+      'fleetwise_job_archive_failures_total{part="spec"} 0',
+    ]);
+    expect(series(fresh, 'fleetwise_caps_hit_total')).toEqual([
+      'fleetwise_caps_hit_total{cap="no instance type"} 0',
+    ]);
+    metrics.expectCaps(
+      {
+        maxCostPerHour: 10,
+        maxInstances: 4,
+        maxMigrationsPerRound: 2,
+        quotas: [
+          { group: 'p', maxGpus: 8 },
+          { group: 'standard', maxVcpus: 64, maxGpus: 0 },
+        ],
+      },
+      ['small', 'large'],
+    );
+    metrics.countJobsFailedByRule('run-limit', 1);
+    metrics.jobArchiveFailed('end');
+    metrics.countCapHit('maxInstances');
+    const text = await metrics.registry.metrics();
+    expect(series(text, 'fleetwise_caps_hit_total')).toEqual([
+      'fleetwise_caps_hit_total{cap="caps"} 0',
+      'fleetwise_caps_hit_total{cap="class large maxShare"} 0',
+      'fleetwise_caps_hit_total{cap="class large share"} 0',
+      'fleetwise_caps_hit_total{cap="class small maxShare"} 0',
+      'fleetwise_caps_hit_total{cap="class small share"} 0',
+      'fleetwise_caps_hit_total{cap="maxCostPerHour"} 0',
+      'fleetwise_caps_hit_total{cap="maxInstances"} 1',
+      'fleetwise_caps_hit_total{cap="maxMigrationsPerRound"} 0',
+      'fleetwise_caps_hit_total{cap="no instance type"} 0',
+      'fleetwise_caps_hit_total{cap="quota p maxGpus"} 0',
+      'fleetwise_caps_hit_total{cap="quota standard maxGpus"} 0',
+      'fleetwise_caps_hit_total{cap="quota standard maxVcpus"} 0',
+    ]);
+    expect(text).toContain('fleetwise_jobs_failed_by_rule_total{rule="run-limit"} 1');
+    expect(text).toContain('fleetwise_job_archive_failures_total{part="end"} 1');
+    // Without a $ or resource cap nothing queues for a share: only the caps that are set.
+    expect(capNames({ maxMigrationsPerRound: 1 }, ['all'])).toEqual([
+      'no instance type',
+      'maxMigrationsPerRound',
+    ]);
   });
 });

@@ -13,7 +13,8 @@ import { ADOPTED_SPOT_EVENT } from '../../src/controller/instance-market.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { repriceCatalog } from '../../src/controller/price-refresh.js';
 import { pruneCostReports } from '../../src/controller/report-retention.js';
-import { MONTHS_REPORTED_KEY, ReportWriter } from '../../src/controller/report-writer.js';
+import { firstReportedMonth, MONTHS_REPORTED_KEY, ReportWriter } from '../../src/controller/report-writer.js';
+import { readStoredMonthReport, type MonthRecords } from '../../src/controller/stored-month-report.js';
 import { parseReportDocument } from '../../src/controller/reports.js';
 import { silentLogger } from '../../src/controller/seams.js';
 import { nextUtcMonth, utcMonthBounds, utcMonthOf } from '../../src/core/utc-month.js';
@@ -479,6 +480,39 @@ describe('monthly reports in the object store', () => {
       from: 'recomputed',
       detail: "no object store is configured for reports: recomputed at today's prices",
     });
+  });
+
+  it('says nothing ran in an ended month before the state’s first record, not that its report is yet to come', async () => {
+    const objects = await openObjectStore(join(scratch, 'before-anything'));
+    const where = (month: string): string =>
+      `${join(scratch, 'before-anything')}/reports/months/${month}.json`;
+    const why = async (month: string, state?: MonthRecords): Promise<string | undefined> => {
+      const read = await readStoredMonthReport(objects, month, state);
+      return read.report === undefined ? read.why : undefined;
+    };
+    // Nothing at all yet: no month that has ended will ever have a report.
+    let now = T;
+    const store = new MemoryStateStore({ nowSeconds: () => now });
+    expect(await why('2026-09', store)).toBe('nothing ran in 2026-09');
+    // An instance adopted before the first job ran in September; the first job came in October.
+    now = utcMonthBounds('2026-09').startSeconds + 3600;
+    const adopted = store.createInstance({ typeName: 'c7i.xlarge' });
+    store.setInstanceState(adopted.id, 'launching', { cloudId: 'c-adopted' });
+    now = T;
+    store.submitJob(jobSpec('small', CPU_SMALL));
+    expect(await why('2026-08', store)).toBe('nothing ran in 2026-08');
+    expect(await why('2026-09', store)).toBe(
+      "no report of 2026-09 is written: months are reported from the first job's, 2026-10",
+    );
+    // From the first job's month on, a missing report is one not written yet.
+    expect(await why('2026-10', store)).toBe(
+      `no report of 2026-10 at ${where('2026-10')} yet (written once the month has ended)`,
+    );
+    // Without the state, it cannot tell.
+    expect(await why('2026-08')).toBe(
+      `no report of 2026-08 at ${where('2026-08')} yet (written once the month has ended)`,
+    );
+    expect(firstReportedMonth(store)).toBe('2026-10');
   });
 
   it('tries a month again an hour after its report failed, not at every pass', async () => {

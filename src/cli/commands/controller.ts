@@ -21,7 +21,7 @@ import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
 import { priceRefresherFor, interruptionListenerFor } from './controller/aws-feeds.js';
 import { openActiveState } from './controller/active-state.js';
 import { buildController } from './controller/build-controller.js';
-import { loadConfigAndCatalog } from './controller/config-and-catalog.js';
+import { loadConfigAndCatalog, withStateInstanceTypes } from './controller/config-and-catalog.js';
 import { crashInjectorFromEnv } from './controller/crash-injection.js';
 import { setUpFleet } from './controller/provider-setup.js';
 import { submitOnStart } from './controller/quick-start-submit.js';
@@ -66,7 +66,8 @@ export async function runController(
   env: NodeJS.ProcessEnv = process.env,
   logFormat: LogFormat = selectLogFormat(undefined, process.stderr, env),
 ): Promise<void> {
-  const { config, catalog: loadedCatalog, listCatalog } = loadConfigAndCatalog(flags, env);
+  const loaded = loadConfigAndCatalog(flags, env);
+  const { config } = loaded;
   // The specs go in through the API: without one they would be dropped without a word.
   if ((flags.submit?.length ?? 0) > 0 && config.listen === undefined)
     throw new ValidationError('--submit', [
@@ -83,7 +84,7 @@ export async function runController(
     await restoreFromBackup({
       from: flags.restoreFrom,
       config,
-      catalog: loadedCatalog,
+      catalog: loaded.catalog,
       secretFiles,
       log,
       releaseStateDir,
@@ -103,13 +104,34 @@ export async function runController(
   const giveBackOnStop = giveBackOnSignal(giveBack);
   const started = await (async () => {
     const state = await openActiveState(config, { clock, log, opened: (s) => (opened = s) });
+    // Checked once the state is this controller's: the types its instances ran are the ones its bills must price.
+    const {
+      catalog: loadedCatalog,
+      listCatalog,
+      billingTypes,
+    } = withStateInstanceTypes(loaded, state.store.listInstances(), flags, log);
     const fleet = await setUpFleet({ config, catalog: loadedCatalog, env, state, secretFiles, log });
     // Spot is planned only in the pools of the zones the fleet can launch in.
     const inFleetZones = (c: Catalog): Catalog =>
       fleet.zones === undefined ? c : { ...c, spot: spotInZones(c.spot, fleet.zones) };
     const catalog = inFleetZones(loadedCatalog);
-    const built = await buildController({ config, catalog, state, fleet, clock, faults, secretFiles, log });
+    const built = await buildController({
+      config,
+      catalog,
+      billingTypes,
+      state,
+      fleet,
+      clock,
+      faults,
+      secretFiles,
+      log,
+    });
     const { controller, backups } = built;
+    // Every cap's counter has a series before the API serves, so the first time one is hit shows in increase().
+    built.metrics.expectCaps(
+      controller.admission.caps,
+      controller.admission.config.classes.map((c) => c.id),
+    );
     const feedOptions = {
       config,
       env,
@@ -279,7 +301,7 @@ export function registerController(program: Command): void {
     )
     .option(
       '--price-refresh-hours <h>',
-      'hours between on-demand price refreshes from the AWS Price List API; 0 disables (default 24)',
+      'hours between on-demand price refreshes from the AWS Price List API: 0 disables, else 0.1 to 744 (default 24)',
     )
     .option('--ami <id>', 'worker AMI (default: newest Amazon Linux 2023)')
     .option('--subnets <ids>', 'comma-separated subnet ids (their zones are used)')

@@ -341,9 +341,10 @@ export function predictionsOf(dependencies: number): string {
 }
 
 /**
- * A multi-task job's start: held tasks while it waits, then its start skew and barrier-idle cost, or the barrier-idle
- * cost alone of holds that ended without a start. Tasks held again after a release (the job moved) show as held: the
- * release shown otherwise is of a start that is over.
+ * A multi-task job's start: held tasks while it waits, then its start skew and barrier-idle cost, which start of the
+ * job they are of, or the barrier-idle cost alone of holds that ended without a start; and, when the job started more
+ * than once or held tasks besides, its barrier-idle cost over all of them (what /metrics counted for it). Tasks held
+ * again after a release (the job moved) show as held: the release shown otherwise is of a start that is over.
  */
 export function coStartLines(coStart: JobDocumentResponse['coStart'], taskCount: number): string[] {
   if (coStart === null || coStart === undefined) return [];
@@ -354,12 +355,23 @@ export function coStartLines(coStart: JobDocumentResponse['coStart'], taskCount:
     lines.push(`co-start   released together ${formatTime(coStart.releasedAtSeconds)}`);
   if (coStart.startSkewSeconds !== undefined)
     lines.push(
-      `start skew ${coStart.startSkewSeconds.toFixed(1)} s, barrier-idle $${(coStart.barrierIdleCost ?? 0).toFixed(4)}`,
+      `start skew ${coStart.startSkewSeconds.toFixed(1)} s, barrier-idle $${(coStart.barrierIdleCost ?? 0).toFixed(4)}` +
+        (coStart.start === undefined
+          ? ''
+          : ` (start ${coStart.start} of ${coStart.starts ?? coStart.start})`),
     );
   // Holds that ended without a start (a re-plan, a drained or lost instance, the job's end) cost all the same, and
   // have no skew to show beside them.
   else if (coStart.barrierIdleCost !== undefined)
     lines.push(`barrier-idle $${coStart.barrierIdleCost.toFixed(4)}, held without a start`);
+  const total = coStart.totalBarrierIdleCost;
+  const starts = coStart.starts ?? 0;
+  // The lines above are of one start or hold: the total says what the others cost, unless it would repeat them.
+  if (total !== undefined && (starts > 1 || total.toFixed(4) !== (coStart.barrierIdleCost ?? 0).toFixed(4)))
+    lines.push(
+      `barrier-idle $${total.toFixed(4)} in all (${starts} ${starts === 1 ? 'start' : 'starts'} and any holds ` +
+        'that ended without one)',
+    );
   return lines;
 }
 

@@ -1,3 +1,4 @@
+import { stat } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { ValidationError } from '../../core/validation.js';
 import { parseSince, SINCE_RULE } from '../../controller/api/since.js';
@@ -8,6 +9,7 @@ import {
   REPORTS_PREFIX,
 } from '../../protocol/object-keys.js';
 import type { ObjectInfo, ObjectStore } from '../../storage/object-store.js';
+import type { StoreLocation } from '../../storage/open-object-store.js';
 import { utcMonthBounds } from '../../core/utc-month.js';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
 import { costsSchema, type CostsResponse } from '../api-responses.js';
@@ -122,10 +124,33 @@ function costPeriod(options: ReportOptions): {
     : { since: String(startSeconds), title: `month ${options.month} so far` };
 }
 
+/**
+ * A directory named by `--from` must be there: the store lists a missing one as empty (nothing stored yet, for a
+ * controller that writes), so a mistyped path would read as "no reports" and succeed.
+ */
+async function checkStoreDirectory(location: string, parsed: StoreLocation): Promise<void> {
+  if (parsed.kind !== 'fs') return;
+  let isDirectory: boolean;
+  try {
+    isDirectory = (await stat(parsed.root)).isDirectory();
+  } catch (e) {
+    const why =
+      (e as NodeJS.ErrnoException).code === 'ENOENT'
+        ? 'does not exist'
+        : `cannot be read: ${(e as Error).message}`;
+    throw new Error(`--from ${location}: ${parsed.root} ${why}`, { cause: e });
+  }
+  if (!isDirectory)
+    throw new Error(
+      `--from ${location}: ${parsed.root} is not a directory (give the controller's objectStore: a directory or s3://bucket/prefix)`,
+    );
+}
+
 /** Reports stored by the controller, read back straight from the object store (no controller needed). */
 async function reportFromStore(location: string, options: ReportOptions): Promise<void> {
   // Loaded on demand: the S3 SDK is heavy and only this path needs it.
-  const { openObjectStore } = await import('../../storage/open-object-store.js');
+  const { openObjectStore, parseStoreLocation } = await import('../../storage/open-object-store.js');
+  await checkStoreDirectory(location, parseStoreLocation(location));
   const store = await openObjectStore(location);
   if (options.month !== undefined) return monthFromStore(store, options.month, options);
   const since = timeFlag('--since', options.since);
@@ -164,9 +189,12 @@ async function reportFromStore(location: string, options: ReportOptions): Promis
     });
     return;
   }
+  // The months are kept for good, whatever rolling reports are left: listed either way.
+  const monthsLine = months.length > 0 ? `months: ${months.join(', ')} (--month YYYY-MM prints one)\n` : '';
   if (reports.length === 0) {
     process.stdout.write(
-      `no reports under ${REPORTS_PREFIX} in ${store.location}${since === undefined ? '' : ' since then'}\n`,
+      `no reports under ${REPORTS_PREFIX} in ${store.location}${since === undefined ? '' : ' since then'}\n` +
+        monthsLine,
     );
     return;
   }
@@ -183,8 +211,7 @@ async function reportFromStore(location: string, options: ReportOptions): Promis
       ]),
     ),
   );
-  if (months.length > 0)
-    process.stdout.write(`\nmonths: ${months.join(', ')} (--month YYYY-MM prints one)\n`);
+  if (monthsLine !== '') process.stdout.write(`\n${monthsLine}`);
   const parsed = costsSchema.safeParse(latest);
   if (latestJson !== undefined && parsed.success)
     process.stdout.write(`\nlatest: ${latestJson.key}\n${renderCosts(parsed.data)}`);

@@ -9,6 +9,39 @@ import { waitingCapName } from '../../round/round.js';
 import type { JobRule } from '../round-recorder.js';
 import type { ApiControllerService } from './routing.js';
 import { instanceMarket } from '../instance-market.js';
+import { NO_INSTANCE_TYPE } from '../../queue/admission-views.js';
+import { hasAnyCap, type QueueCaps } from '../../queue/caps.js';
+
+/** The rules a controller ends jobs as failed by (every JobRule: the compiler checks the list is whole). */
+const JOB_RULES = Object.keys({ 'run-limit': true, dependency: true } satisfies Record<
+  JobRule,
+  true
+>) as JobRule[];
+
+type ArchivePart = Parameters<JobArchiveMetrics['jobArchiveFailed']>[0];
+const ARCHIVE_PARTS = Object.keys({ spec: true, end: true } satisfies Record<
+  ArchivePart,
+  true
+>) as ArchivePart[];
+
+/**
+ * Every name `fleetwise_caps_hit_total` can count a cap under with these caps and queue classes: the caps as
+ * `capViolations` and a refused plan name them, a queue class's share and maxShare, `caps` (held behind another
+ * class's reservation), and `no instance type`. Without a $ or resource cap nothing is queued for a share.
+ */
+export function capNames(caps: QueueCaps, classIds: readonly string[]): string[] {
+  const names = [NO_INSTANCE_TYPE];
+  if (caps.maxCostPerHour !== undefined) names.push('maxCostPerHour');
+  if (caps.maxInstances !== undefined) names.push('maxInstances');
+  if (caps.maxMigrationsPerRound !== undefined) names.push('maxMigrationsPerRound');
+  for (const q of caps.quotas ?? []) {
+    if (q.maxVcpus !== undefined) names.push(`quota ${q.group} maxVcpus`);
+    if (q.maxGpus !== undefined) names.push(`quota ${q.group} maxGpus`);
+  }
+  if (hasAnyCap(caps))
+    names.push('caps', ...classIds.flatMap((id) => [`class ${id} share`, `class ${id} maxShare`]));
+  return [...new Set(names)];
+}
 
 /**
  * Prometheus metrics of a controller. Counters (rounds, their duration, migrations, caps hit) are incremented by
@@ -104,6 +137,19 @@ export class ControllerMetrics implements BackupMetrics, JobArchiveMetrics {
     registers: [this.registry],
   });
 
+  constructor() {
+    // Every label value known now starts at 0: a series that first appears at its first increment has no sample
+    // before it, so Prometheus' increase() and rate() miss that first event after every start.
+    for (const rule of JOB_RULES) this.endedByRule.inc({ rule }, 0);
+    for (const part of ARCHIVE_PARTS) this.jobArchiveFailures.inc({ part }, 0);
+    this.capsHit.inc({ cap: NO_INSTANCE_TYPE }, 0);
+  }
+
+  /** Start a series at 0 for every cap name these caps and queue classes can be counted under (`capNames`). */
+  expectCaps(caps: QueueCaps, classIds: readonly string[]): void {
+    for (const cap of capNames(caps, classIds)) this.capsHit.inc({ cap }, 0);
+  }
+
   countJobsFailedByRule(rule: JobRule, jobs: number): void {
     if (jobs > 0) this.endedByRule.inc({ rule }, jobs);
   }
@@ -142,7 +188,7 @@ export class ControllerMetrics implements BackupMetrics, JobArchiveMetrics {
     this.backupFailures.inc();
   }
 
-  jobArchiveFailed(part: 'spec' | 'end'): void {
+  jobArchiveFailed(part: ArchivePart): void {
     this.jobArchiveFailures.inc({ part });
   }
 

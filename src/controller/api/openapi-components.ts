@@ -426,8 +426,8 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
             type: 'object',
             nullable: true,
             description:
-              "A multi-task job's start (null: one task, or not started in this attempt): its tasks are prepared, held and released together (the controller's coStart switch)",
-            required: ['readyTaskIds'],
+              "A multi-task job's start (null: one task, or neither held nor started): its tasks are prepared, held and released together (the controller's coStart switch). startSkewSeconds and barrierIdleCost are of one start, numbered by start; starts and totalBarrierIdleCost are of all of them",
+            required: ['readyTaskIds', 'starts', 'totalBarrierIdleCost'],
             properties: {
               readyTaskIds: {
                 type: 'array',
@@ -437,12 +437,24 @@ export const RESPONSE_COMPONENTS: Record<string, Schema> = {
               releasedAtSeconds: { ...num, description: 'When all its tasks were released together' },
               startSkewSeconds: {
                 ...num,
-                description: "Latest − earliest of its tasks' starts, as heard from the workers",
+                description:
+                  "Of the start numbered start: latest − earliest of its tasks' starts, as heard from the workers",
               },
               barrierIdleCost: {
                 ...num,
                 description:
-                  "Paid capacity its started tasks held waiting for their siblings, $ (Σ (job start − task start) × the task's share of its instance's $/h)",
+                  "Of the start numbered start: paid capacity its started tasks held waiting for their siblings, $ (Σ (job start − task start) × the task's share of its instance's $/h), with the holds of this attempt that ended without a release before it; without a start, those holds alone",
+              },
+              start: {
+                type: 'integer',
+                description:
+                  "Which of the job's starts (1: its first, over all its attempts) startSkewSeconds and barrierIdleCost are of; absent before its first in this attempt",
+              },
+              starts: { type: 'integer', description: "The job's measured starts, over all its attempts" },
+              totalBarrierIdleCost: {
+                ...num,
+                description:
+                  'Barrier-idle cost of all its starts and of every hold that ended without one, $: what fleetwise_barrier_idle_cost_dollars_total counted for the job',
               },
             },
           },

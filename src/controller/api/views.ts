@@ -1,10 +1,11 @@
 import type { Market } from '../../core/market.js';
 import type { DecisionRecord } from '../../scheduler/types.js';
 import type { JobQueueView } from '../../queue/admission-views.js';
-import { storedCoStart } from '../co-start-records.js';
+import { storedCoStart, storedCoStartTotals } from '../co-start-records.js';
 import { jobRestarts, type JobRestart } from '../job-runs.js';
 import { hostFaultRuns } from '../reconcile/effects/host-faults.js';
 import { readJobWarnings } from '../execution-check.js';
+import { TASK_STOPPED_OUTSIDE_EVENT } from '../worker-task-control.js';
 import {
   dependencyViews,
   earliestStartSeconds,
@@ -92,9 +93,15 @@ export interface JobDocument extends JobSummary {
   readonly predictionError: PredictionError | null;
   /** How each retried attempt failed, oldest first (the last attempt's failure is the job's reason). */
   readonly attemptFailures: readonly AttemptFailure[];
-  /** Runs its instance or worker ended (lost, stopped with the controller), oldest first: it started again. */
+  /**
+   * Runs its instance or worker ended (lost, stopped with the controller), and its tasks' stops from outside their
+   * worker (a host shutdown, `docker stop`) that the worker resumed them from, oldest first: it started again.
+   */
   readonly restarts: readonly JobRestart[];
-  /** A multi-task job's start in this attempt (co-start-records.ts); null for one task or before any start. */
+  /**
+   * A multi-task job's start in this attempt, with its starts over all attempts (co-start-records.ts); null for one
+   * task, or before it was held or started.
+   */
   readonly coStart: CoStartView | null;
   /** The jobs it depends on (`dependsOn`) with their states; it starts once every one has succeeded. */
   readonly dependencies: readonly DependencyView[];
@@ -109,13 +116,26 @@ export interface CoStartView {
   /** Tasks prepared and held, waiting for the others (empty once released). */
   readonly readyTaskIds: readonly string[];
   readonly releasedAtSeconds?: number;
+  /** Of the start numbered `start`: the job's latest measured one. */
   readonly startSkewSeconds?: number;
+  /** Of the start numbered `start`; without one, of the holds that ended without a start since the latest. */
   readonly barrierIdleCost?: number;
+  /** Which of the job's starts (1: its first, over all its attempts) the start skew and barrier-idle cost are of. */
+  readonly start?: number;
+  /** The job's measured starts, over all its attempts. */
+  readonly starts: number;
+  /** Barrier-idle cost of all its starts and of every hold that ended without one, $: what /metrics counted for it. */
+  readonly totalBarrierIdleCost: number;
 }
 
 function coStartView(store: StateStore, job: JobRecord): CoStartView | null {
+  const totals = storedCoStartTotals(store, job.id);
+  if (totals === undefined) return null;
   const record = storedCoStart(store, job);
-  if (record === undefined) return null;
+  const whole = { starts: totals.starts, totalBarrierIdleCost: totals.barrierIdleCost };
+  // Only an earlier attempt's record: nothing of this attempt yet, but what the earlier ones cost.
+  if (record === undefined)
+    return totals.starts > 0 || totals.barrierIdleCost > 0 ? { readyTaskIds: [], ...whole } : null;
   const held = new Set(
     store
       .listTasks({ jobId: job.id })
@@ -127,6 +147,8 @@ function coStartView(store: StateStore, job: JobRecord): CoStartView | null {
     releasedAtSeconds: record.releasedAtSeconds,
     startSkewSeconds: record.startSkewSeconds,
     barrierIdleCost: record.barrierIdleCost,
+    start: record.startSkewSeconds === undefined ? undefined : totals.starts,
+    ...whole,
   });
 }
 
@@ -181,6 +203,17 @@ function arrayOf(job: JobRecord): JobSummary['array'] {
   return a?.index === undefined ? undefined : { index: a.index, size: a.size };
 }
 
+/** The job's restarts (JobDocument.restarts): those of its runs, and those its workers made, by time. */
+function restartsOf(store: StateStore, job: JobRecord): JobRestart[] {
+  const outside = store.listEvents({ jobId: job.id, kind: TASK_STOPPED_OUTSIDE_EVENT }).map((e) => ({
+    atSeconds: e.atSeconds,
+    cause: `${e.taskId ?? 'a task'} was stopped from outside its worker on ${e.instanceId ?? 'its instance'}`,
+  }));
+  const runs = jobRestarts(store, job);
+  if (outside.length === 0) return runs;
+  return [...runs, ...outside].sort((a, b) => a.atSeconds - b.atSeconds);
+}
+
 export function jobDocument(store: StateStore, job: JobRecord, predictionsEnabled = false): JobDocument {
   const tasks = store.listTasks({ jobId: job.id });
   const byInstance = new Map<string, string[]>();
@@ -217,7 +250,7 @@ export function jobDocument(store: StateStore, job: JobRecord, predictionsEnable
     submissionEta: record?.submissionEta ?? null,
     predictionError: record?.predictionError ?? null,
     attemptFailures: job.attemptFailures ?? [],
-    restarts: jobRestarts(store, job),
+    restarts: restartsOf(store, job),
     coStart: coStartView(store, job),
     dependencies: dependencyViews(job, store, predicted),
     startsNoEarlierThanSeconds:

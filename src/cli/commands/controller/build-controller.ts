@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import type { Catalog } from '../../../core/catalog.js';
+import type { BillingTypes } from '../../../controller/instance-market.js';
 import { capacityScale, hostCapacity } from '../../../cloud/local/host-capacity.js';
 import { ControllerMetrics } from '../../../controller/api/server.js';
 import { AttentionClock } from '../../../controller/attention-clock.js';
@@ -28,6 +29,8 @@ import type { SecretFiles } from './secrets.js';
 export interface BuildControllerOptions {
   readonly config: ControllerConfig;
   readonly catalog: Catalog;
+  /** Types only ended instances ran that the catalog lacks: billed, never planned. */
+  readonly billingTypes?: BillingTypes | undefined;
   readonly state: ControllerState;
   readonly fleet: Fleet;
   readonly clock: Clock;
@@ -116,6 +119,7 @@ export async function buildController(options: BuildControllerOptions): Promise<
     ...(workers === undefined ? {} : { tasks: workers, workers }),
     store,
     catalog,
+    billingTypes: options.billingTypes,
     scheduler: schedulerFor(catalog),
     schedulerFor,
     schedulerRecipe: configuredSchedulerRecipe(config, market),

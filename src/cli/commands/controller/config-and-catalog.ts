@@ -1,9 +1,13 @@
-import { applyPriceOverrides, type Catalog } from '../../../core/catalog.js';
+import { resolve } from 'node:path';
+import { applyPriceOverrides, typesByName, type Catalog } from '../../../core/catalog.js';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../../cloud/catalog-file.js';
 import { withLocalDelays } from '../../../cloud/local/local-delays.js';
 import type { ControllerConfig } from '../../../controller/config.js';
+import type { BillingTypes } from '../../../controller/instance-market.js';
 import type { ControllerFlags } from '../../../controller/config-flags.js';
 import { loadControllerConfig } from '../../../controller/config-loading.js';
+import type { ControllerLogger } from '../../../controller/seams.js';
+import type { InstanceRecord } from '../../../controller/state-store.js';
 import { ValidationError } from '../../../core/validation.js';
 
 /** The controller's configuration and the instance catalog it plans with. */
@@ -16,18 +20,33 @@ export interface ConfigAndCatalog {
    * refresh (repricing the overridden one would discount its spot prices once more every time).
    */
   readonly listCatalog: Catalog;
+  /** The catalog file it was loaded from (the bundled one unless `--catalog` or the file's `catalog` names another). */
+  readonly catalogPath: string;
+  /** The file's catalog as loaded, before local delays and price overrides. */
+  readonly fileCatalog: Catalog;
 }
 
 /** Load the configuration and the catalog it names (in local mode, with the local instances' delays). */
 export function loadConfigAndCatalog(flags: ControllerFlags, env: NodeJS.ProcessEnv): ConfigAndCatalog {
   // The catalog first: its region is the last fallback for the configuration's.
   const preliminary = loadControllerConfig({ flags, env, defaultRegion: 'us-east-1' });
-  const loaded: Catalog = loadCatalogFile(preliminary.catalog ?? BUNDLED_CATALOG_PATH);
+  const catalogPath = preliminary.catalog ?? BUNDLED_CATALOG_PATH;
+  const loaded: Catalog = loadCatalogFile(catalogPath);
   // With the catalog, so price overrides naming a type it lacks are reported with their line in the file.
   const config = loadControllerConfig({ flags, env, defaultRegion: loaded.region, catalog: loaded });
-  checkCatalogRegion(config, loaded, config.catalog ?? BUNDLED_CATALOG_PATH, flags.config);
+  checkCatalogRegion(config, loaded, catalogPath, flags.config);
+  return { config, ...catalogsFrom(config, loaded, flags), catalogPath, fileCatalog: loaded };
+}
+
+/** The catalogs the controller runs with, from a file's catalog. */
+function catalogsFrom(
+  config: ControllerConfig,
+  fileCatalog: Catalog,
+  flags: Pick<ControllerFlags, 'config'>,
+): Pick<ConfigAndCatalog, 'catalog' | 'listCatalog'> {
   // Local "instances" are processes that start in seconds: plan and predict with their delays, not EC2's.
-  const listCatalog = config.provider === 'local' ? withLocalDelays(loaded, config.localBootSeconds) : loaded;
+  const listCatalog =
+    config.provider === 'local' ? withLocalDelays(fileCatalog, config.localBootSeconds) : fileCatalog;
   const catalog =
     config.priceOverrides === undefined
       ? listCatalog
@@ -36,7 +55,116 @@ export function loadConfigAndCatalog(flags: ControllerFlags, env: NodeJS.Process
           config.priceOverrides,
           `${flags.config ?? 'config'}: priceOverrides`,
         );
-  return { config, catalog, listCatalog };
+  return { catalog, listCatalog };
+}
+
+/** The catalogs, and the types only ended instances of the state ran that the catalog lacks (`billingTypes`). */
+export interface StateCatalogs extends ConfigAndCatalog {
+  /**
+   * Types the catalog lacks that only ended instances ran, with their spot pools, from the bundled catalog (at the
+   * configuration's discounts): their reports still bill them, but nothing plans with them, so a family left out of
+   * the catalog is not launched again.
+   */
+  readonly billingTypes: BillingTypes;
+}
+
+/**
+ * The catalogs with every instance type the state's instances were of, ended ones included: reports bill every past
+ * instance at the catalog's price of its type, so a type the catalog lacks (a `catalog refresh --families` that left
+ * its family out, a hand-edited file) would be billed at nothing. A type the bundled catalog of the same region has
+ * is taken from it, with a warning naming it: into the catalogs planned with (capacities, prices and spot pools) when
+ * an instance of it is still up, which the rounds must place on; as `billingTypes` only when all its instances have
+ * ended. One the bundled catalog lacks too refuses the start, naming the types and the catalog file.
+ */
+export function withStateInstanceTypes(
+  loaded: ConfigAndCatalog,
+  instances: readonly Pick<InstanceRecord, 'typeName' | 'state'>[],
+  flags: Pick<ControllerFlags, 'config'>,
+  log: Pick<ControllerLogger, 'warn'>,
+): StateCatalogs {
+  const { fileCatalog, catalogPath } = loaded;
+  const known = typesByName(fileCatalog);
+  const missing = [...new Set(instances.map((i) => i.typeName))].filter((t) => !known.has(t)).sort();
+  if (missing.length === 0) return { ...loaded, billingTypes: { types: [], spotOfferings: [] } };
+  const bundled = bundledFallback(fileCatalog, catalogPath);
+  const absent =
+    bundled.catalog === undefined ? missing : missing.filter((t) => !typesByName(bundled.catalog).has(t));
+  if (bundled.catalog === undefined || absent.length > 0)
+    throw new ValidationError(catalogPath, [
+      `types: the catalog lacks ${absent.join(', ')}, which this state's instances ran, and ` +
+        `${bundled.catalog === undefined ? bundled.why : 'the bundled catalog lacks them too'}: reports could not ` +
+        `price them; start with a catalog that has them (\`fleetwise catalog refresh --region ${fileCatalog.region} ` +
+        `--families ${familiesOf(fileCatalog, absent).join(',')} --out FILE\`, then \`--catalog FILE\`)`,
+    ]);
+  const live = new Set(
+    instances.filter((i) => i.state !== 'terminated' && missing.includes(i.typeName)).map((i) => i.typeName),
+  );
+  const planned = missing.filter((t) => live.has(t));
+  const billedOnly = missing.filter((t) => !live.has(t));
+  log.warn(
+    `the catalog ${catalogPath} lacks ${missing.join(', ')}, which this state's instances ran: ` +
+      `${missing.length === 1 ? 'its' : 'their'} bundled capacities and prices are used` +
+      (planned.length === 0
+        ? ' to bill them'
+        : `; ${planned.join(', ')} planned with too, while instances of it run`),
+    { types: missing, catalog: catalogPath },
+  );
+  const billingTypes = discounted(bundled.catalog, new Set(billedOnly), loaded.config.priceOverrides);
+  if (planned.length === 0) return { ...loaded, billingTypes };
+  const merged = withTypesOf(fileCatalog, bundled.catalog, new Set(planned));
+  return { ...loaded, ...catalogsFrom(loaded.config, merged, flags), fileCatalog: merged, billingTypes };
+}
+
+/** `names`' types and spot pools of `from`, at the overrides' discounts (their per-type prices name the catalog's types). */
+function discounted(
+  from: Catalog,
+  names: ReadonlySet<string>,
+  overrides: ControllerConfig['priceOverrides'],
+): BillingTypes {
+  const factor = 1 - (overrides?.discountPercent ?? 0) / 100;
+  const spotFactor = 1 - (overrides?.spotDiscountPercent ?? 0) / 100;
+  return {
+    types: from.types
+      .filter((t) => names.has(t.name))
+      .map((t) => ({ ...t, costPerHour: t.costPerHour * factor })),
+    spotOfferings: (from.spot?.offerings ?? [])
+      .filter((o) => names.has(o.typeName))
+      .map((o) => ({ ...o, pricePerHour: o.pricePerHour * spotFactor })),
+  };
+}
+
+/** The bundled catalog where it can stand in for types `catalog` lacks, else why not. */
+function bundledFallback(
+  catalog: Catalog,
+  catalogPath: string,
+): { readonly catalog: Catalog; readonly why?: never } | { readonly catalog?: never; readonly why: string } {
+  if (resolve(catalogPath) === resolve(BUNDLED_CATALOG_PATH)) return { why: 'it is the bundled catalog' };
+  const bundled = loadCatalogFile(BUNDLED_CATALOG_PATH);
+  // Another region's prices are not the ones paid there (checkCatalogRegion): they would bill the instances wrong.
+  if (bundled.region !== catalog.region)
+    return { why: `the bundled catalog is for ${bundled.region}, not ${catalog.region}` };
+  return { catalog: bundled };
+}
+
+/** The families to refresh: the catalog's own and those of the types it lacks. */
+function familiesOf(catalog: Catalog, missing: readonly string[]): string[] {
+  const families = new Set([
+    ...catalog.types.map((t) => t.family),
+    ...missing.map((t) => t.split('.')[0] ?? t),
+  ]);
+  return [...families].sort();
+}
+
+/** `catalog` with `names`' types from `from`, and their spot pools where `catalog` has a spot market. */
+function withTypesOf(catalog: Catalog, from: Catalog, names: ReadonlySet<string>): Catalog {
+  const types = [...catalog.types, ...from.types.filter((t) => names.has(t.name))];
+  if (catalog.spot === undefined) return { ...catalog, types };
+  const offerings = (from.spot?.offerings ?? []).filter((o) => names.has(o.typeName));
+  return {
+    ...catalog,
+    types,
+    spot: { ...catalog.spot, offerings: [...catalog.spot.offerings, ...offerings] },
+  };
 }
 
 /**
