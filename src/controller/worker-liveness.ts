@@ -31,6 +31,12 @@ export type InterruptionHandler = (
 ) => void;
 
 /**
+ * The event that gives a silent worker's instance up; its data has the seconds since it was last heard, when it was
+ * (reconcile/cloud-sync.ts ends its jobs' work there).
+ */
+export const WORKER_LOST_EVENT = 'instance.worker-lost';
+
+/**
  * A registered worker that stopped heartbeating: its tasks are rescheduled from their last checkpoints and its
  * instance replaced. The termination goes through an intent like every other side effect (reconciler.ts
  * `replaceLostWorker`), so a crash in between cannot leak the instance.
@@ -45,7 +51,12 @@ export function replaceSilentWorkers(deps: {
     const silent = deps.workers.secondsSinceHeartbeat?.(inst.id);
     deps.workers.markLost(inst.id);
     const reason = `worker of ${inst.id} stopped heartbeating; terminating the instance and rescheduling its tasks`;
-    deps.store.appendEvent({ kind: 'instance.worker-lost', instanceId: inst.id, message: reason });
+    deps.store.appendEvent({
+      kind: WORKER_LOST_EVENT,
+      instanceId: inst.id,
+      message: reason,
+      ...(silent === undefined ? {} : { data: { silentSeconds: silent } }),
+    });
     deps.log.warn(`worker of ${inst.id} stopped heartbeating; replacing the instance`, {
       cloudId: inst.cloudId,
       // Measured on the controller's attention clock; never heard: not since this controller started serving.

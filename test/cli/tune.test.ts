@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { loadControllerConfig } from '../../src/controller/config-loading.js';
+import { admitByOf, capsOf } from '../../src/controller/settings.js';
 import { dominates } from '../../src/queue/tune.js';
 import { parseWfqConfig } from '../../src/queue/wfq.js';
 import type { TuneJson, TuneReport, TuneRow } from '../../src/sim/report/tune-json.js';
@@ -35,6 +37,10 @@ describe('fleetwise tune (CLI subprocess)', () => {
   let badOverrides: CliResult;
   let spotOverrides: CliResult;
   let tinyCap: CliResult;
+  let byDefault: CliResult;
+  let byStandalone: CliResult;
+  let defaultDir = '';
+  let standaloneDir = '';
 
   // All subprocesses at once: the small ones are mostly CLI start-up, which overlaps the search's simulations.
   beforeAll(async () => {
@@ -45,59 +51,79 @@ describe('fleetwise tune (CLI subprocess)', () => {
     writeFileSync(badPrices, 'pricePerType:\n  x9.large: 1\n');
     const spotPrices = join(outDir, 'spot-prices.yaml');
     writeFileSync(spotPrices, 'spotPricePerType:\n  c7i.large: 0.03\n');
-    [run, text, noCap, badFlags, emptyItem, overridden, badOverrides, spotOverrides, tinyCap] =
-      await Promise.all([
-        cli([...TINY, '--json', '--out', outDir]),
-        cli([
-          'tune',
-          '--format',
-          'synthetic',
-          '--jobs',
-          '8',
-          '--samples',
-          '1',
-          '--classes',
-          '2',
-          '--cap-instances',
-          '2',
-        ]),
-        cli(['tune', '--format', 'synthetic', '--jobs', '5', '--json']),
-        cli([
-          ...TINY,
-          '--samples',
-          '0',
-          '--classes',
-          '1,9',
-          '--prefer',
-          'best',
-          '--scheduler',
-          'nope',
-          '--orderings',
-          'lifo',
-        ]),
-        cli([...TINY, '--classes', '1,,2']),
-        cli([
-          ...TINY,
-          '--samples',
-          '1',
-          '--price-overrides',
-          join(PROJECT_ROOT, 'examples', 'prices', 'savings-plan.yaml'),
-          '--json',
-        ]),
-        cli([...TINY, '--price-overrides', badPrices]),
-        cli([...TINY, '--price-overrides', spotPrices]),
-        cli([
-          'tune',
-          '--format',
-          'synthetic',
-          '--jobs',
-          '20',
-          '--samples',
-          '3',
-          '--cap-dollars-per-hour',
-          '0.01',
-        ]),
-      ]);
+    defaultDir = join(outDir, 'default');
+    standaloneDir = join(outDir, 'standalone');
+    // One candidate under a $ cap that binds: how jobs are sized against it changes who waits.
+    const dollars = ['tune', '--format', 'synthetic', '--jobs', '20', '--samples', '1'];
+    const underDollars = [...dollars, '--cap-dollars-per-hour', '20', '--json'];
+    [
+      run,
+      text,
+      noCap,
+      badFlags,
+      emptyItem,
+      overridden,
+      badOverrides,
+      spotOverrides,
+      tinyCap,
+      byDefault,
+      byStandalone,
+    ] = await Promise.all([
+      cli([...TINY, '--json', '--out', outDir]),
+      cli([
+        'tune',
+        '--format',
+        'synthetic',
+        '--jobs',
+        '8',
+        '--samples',
+        '1',
+        '--classes',
+        '2',
+        '--cap-instances',
+        '2',
+      ]),
+      cli(['tune', '--format', 'synthetic', '--jobs', '5', '--json']),
+      cli([
+        ...TINY,
+        '--samples',
+        '0',
+        '--classes',
+        '1,9',
+        '--prefer',
+        'best',
+        '--scheduler',
+        'nope',
+        '--orderings',
+        'lifo',
+        '--admit-by',
+        'packed',
+      ]),
+      cli([...TINY, '--classes', '1,,2']),
+      cli([
+        ...TINY,
+        '--samples',
+        '1',
+        '--price-overrides',
+        join(PROJECT_ROOT, 'examples', 'prices', 'savings-plan.yaml'),
+        '--json',
+      ]),
+      cli([...TINY, '--price-overrides', badPrices]),
+      cli([...TINY, '--price-overrides', spotPrices]),
+      cli([
+        'tune',
+        '--format',
+        'synthetic',
+        '--jobs',
+        '20',
+        '--samples',
+        '3',
+        '--cap-dollars-per-hour',
+        '0.01',
+      ]),
+      cli([...underDollars, '--out', defaultDir]),
+      cli([...underDollars, '--admit-by', 'standalone', '--out', standaloneDir]),
+    ]);
     parsed = JSON.parse(run.stdout) as TuneJson;
   }, 120_000);
 
@@ -166,6 +192,39 @@ describe('fleetwise tune (CLI subprocess)', () => {
     const doc = parse(yaml) as { queue: unknown };
     const config = parseWfqConfig(doc.queue);
     expect(config.classes.map((c) => c.weight)).toEqual([0.85, 0.15]);
+    // Beside it, the caps it was tuned under and how they sized jobs, where the controller reads them.
+    expect((parse(yaml) as { caps: unknown }).caps).toEqual({ maxInstances: 2, admitBy: 'plan-cost' });
+  });
+
+  it("sizes jobs against a $ cap as --admit-by says, by default as the controller's own default", () => {
+    for (const r of [byDefault, byStandalone]) {
+      expect(r.stderr).not.toMatch(/Error|fleetwise:/);
+      expect(r.code).toBe(0);
+    }
+    const reportOf = (dir: string): TuneReport =>
+      JSON.parse(readFileSync(join(dir, 'tune.json'), 'utf8')) as TuneReport;
+    const byDefaultReport = reportOf(defaultDir);
+    const standaloneReport = reportOf(standaloneDir);
+    expect(byDefaultReport.settings['admitBy']).toBe('plan-cost');
+    expect(standaloneReport.settings['admitBy']).toBe('standalone');
+    // The runs were sized so: the same candidate, other jobs waiting.
+    const jct = (stdout: string) => (JSON.parse(stdout) as TuneJson).evaluated[0]?.meanJctHours;
+    expect(jct(byDefault.stdout)).toEqual(expect.any(Number));
+    expect(jct(byStandalone.stdout)).not.toBe(jct(byDefault.stdout));
+
+    // The printed config gives a controller those caps and that sizing; without admitBy, the controller's default
+    // is what tune simulated by default.
+    const configFrom = (yaml: string, name: string) => {
+      const path = join(outDir, name);
+      writeFileSync(path, `provider: local\nregion: us-east-1\n${yaml}`);
+      return loadControllerConfig({ flags: { config: path }, cwd: outDir, env: {} });
+    };
+    const standaloneConfig = configFrom(standaloneReport.controllerYaml, 'standalone.yaml');
+    expect(admitByOf(standaloneConfig)).toBe('standalone');
+    expect(capsOf(standaloneConfig.caps)).toEqual({ maxCostPerHour: 20 });
+    const unsaid = byDefaultReport.controllerYaml.replace(/^ {2}admitBy: .*\n/m, '');
+    expect(unsaid).not.toContain('admitBy');
+    expect(admitByOf(configFrom(unsaid, 'unsaid.yaml'))).toBe(byDefaultReport.settings['admitBy']);
   });
 
   it('searches at the prices --price-overrides gives, and refuses overrides the catalog cannot take', () => {
@@ -212,6 +271,7 @@ describe('fleetwise tune (CLI subprocess)', () => {
     expect(badFlags.stderr).toContain('--prefer: must be one of balanced, jct, pred, fair');
     expect(badFlags.stderr).toContain('--scheduler: must be one of eva,');
     expect(badFlags.stderr).toContain('--orderings item 1: must be one of fifo, srpt');
+    expect(badFlags.stderr).toContain('--admit-by: must be one of standalone, plan-cost');
 
     // A typo in a list is refused, not dropped (it would search other class counts than asked for).
     expect(emptyItem.code).toBe(2);

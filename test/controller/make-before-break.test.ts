@@ -7,6 +7,12 @@ import type {
 } from '../../src/controller/seams.js';
 import type { InstanceRecord, TaskRecord } from '../../src/controller/state-store.js';
 import { buildSnapshot, readSnapshotInputs } from '../../src/controller/snapshot.js';
+import { JOB_MOVE_WAITS_EVENT } from '../../src/controller/reconcile/plan-intents.js';
+import {
+  historyEvents,
+  runningSeconds,
+  WORK_EVENT_KINDS,
+} from '../../src/sim/controller-runtime/state-history.js';
 import type { QueueCaps } from '../../src/queue/caps.js';
 import { CPU_SMALL, handPlan, jobSpec, reconcilerFor, rig } from './controller-fixtures.js';
 
@@ -134,6 +140,32 @@ describe('make before break (controller)', () => {
       .map((e) => (e.data as { to: string }).to);
     expect(taskStates.slice(-4)).toEqual(['checkpointing', 'stopped', 'starting', 'running']);
     expect(r.store.listIntents({ states: ['pending'] })).toEqual([]);
+  });
+
+  it("records the move's wait, so export-trace counts the job working until its task is told to stop", async () => {
+    const { r, a, control, reconciler } = await aMoving();
+    // Running, then moving, at this instant: the move's own event says that the job works on while migrating.
+    expect(r.store.listEvents({ jobId: a.id, kind: JOB_MOVE_WAITS_EVENT }).map((e) => e.data)).toEqual([
+      { round: expect.any(Number) },
+    ]);
+    r.clock.advance(100);
+    await reconciler.progress(); // inst-2 boots
+    r.cloud.bootAll();
+    await reconciler.syncWithCloud();
+    r.clock.advance(50);
+    control.registered.add('inst-2');
+    await reconciler.progress(); // the checkpoint-stop, and the start on inst-2
+    r.clock.advance(30);
+    control.statuses.set(`${a.id}.0`, 'succeeded');
+    await reconciler.progress();
+    expect(r.store.getJob(a.id)?.state).toBe('succeeded');
+    const history = {
+      jobs: r.store.listJobs(),
+      jobStateEvents: r.store.listEvents({ kind: 'job.state' }),
+      workEvents: r.store.listEvents({ kinds: WORK_EVENT_KINDS }),
+    };
+    // 150 s on inst-1, most of them migrating, then 30 s on inst-2.
+    expect(runningSeconds(historyEvents(history)).get(a.id)).toBe(150 + 30);
   });
 
   it('a job that finishes while its new instance boots succeeds, and nothing is stopped or started', async () => {

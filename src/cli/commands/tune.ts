@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { stringify } from 'yaml';
 import { z } from 'zod';
 import { ValidationError } from '../../core/validation.js';
 import {
@@ -19,6 +20,7 @@ import {
   traceSettings,
 } from './sim-flags.js';
 import type { QueueCaps } from '../../queue/caps.js';
+import { ADMIT_BY, type AdmitBy } from '../../queue/admission.js';
 import {
   DEFAULT_TUNE_CLASS_COUNTS,
   generateCandidates,
@@ -58,6 +60,7 @@ interface RawTuneOptions {
   readonly scheduler: string;
   readonly capDollarsPerHour?: string;
   readonly capInstances?: string;
+  readonly admitBy: string;
   readonly samples: string;
   readonly classes: string;
   readonly orderings: string;
@@ -69,6 +72,11 @@ interface RawTuneOptions {
 }
 
 export const DEFAULT_TUNE_SAMPLES = 24;
+/**
+ * How the controller sizes waiting jobs against its $/hour cap when its config does not say (controller/settings.ts
+ * `admitByOf`): tune simulates that by default, so what it recommends is what such a controller would do.
+ */
+const TUNE_DEFAULT_ADMIT_BY: AdmitBy = 'plan-cost';
 export const TUNE_FILES = { json: 'tune.json', html: 'tune.html' } as const;
 
 /** A comma-separated list, each item checked by `item`. */
@@ -87,6 +95,7 @@ const optionsSchema = z.object({
   scheduler: z.enum(SCHEDULER_NAMES, { error: `must be one of ${SCHEDULER_NAMES.join(', ')}` }),
   capDollarsPerHour: numberText(z.number().positive('must be > 0')).optional(),
   capInstances: numberText(z.number().int('must be an integer').positive('must be ≥ 1')).optional(),
+  admitBy: z.enum(ADMIT_BY, { error: `must be one of ${ADMIT_BY.join(', ')}` }),
   samples: numberText(
     z.number().int('must be an integer').min(1, 'must be ≥ 1').max(10_000, 'must be ≤ 10000'),
   ),
@@ -193,7 +202,7 @@ async function tune(raw: RawTuneOptions): Promise<void> {
   refuseSpotPricesWithoutSpot(prices, 'tune simulates on-demand capacity only');
   const { traceSpec, catalog, trace } = loadTraceFlags(o, false, prices);
   // As each candidate's run would, but once and before the search: a job no cap admits alone fails every candidate.
-  checkEveryJobAdmissible(trace, catalog, o.caps, 'standalone');
+  checkEveryJobAdmissible(trace, catalog, o.caps, o.admitBy);
   // PCS size = resource-time at the minimum allocation: task-seconds, as the simulator's admission classifies.
   const sizes = trace.jobs.map((j) => j.durationSeconds * j.tasks.length);
   const searchSeed = o.searchSeed ?? o.seed ?? 0;
@@ -214,7 +223,7 @@ async function tune(raw: RawTuneOptions): Promise<void> {
     catalogPath: o.catalog,
     ...(prices === undefined ? {} : { priceOverrides: prices.overrides }),
     roundSeconds: o.roundSeconds,
-    queue: { kind: 'wfq', caps: o.caps, config: c.config, predict: true },
+    queue: { kind: 'wfq', caps: o.caps, admitBy: o.admitBy, config: c.config, predict: true },
   }));
   const progress = batchProgress(requests.length, 'tune', 'candidates');
   let outcomes: CandidateOutcome[];
@@ -237,12 +246,14 @@ async function tune(raw: RawTuneOptions): Promise<void> {
         .join('; ')}\n`,
     );
   const rec = result.recommended;
-  const yaml = controllerYaml(
-    rec.config,
-    `fleetwise tune: ${rec.id} (${rec.preference}) on ${trace.name}, ${o.scheduler} under ${capsText(o.caps)}\n` +
-      `mean JCT ${fmt(rec.meanJctHours, 3)} h, p99 prediction error ${fmt(rec.predErrP99, 1)} %, ` +
-      `unfairness ${fmt(rec.unfairness, 1)} %`,
-  );
+  // The caps it was tuned under, and how they sized jobs (the controller reads `admitBy` beside its caps).
+  const yaml =
+    controllerYaml(
+      rec.config,
+      `fleetwise tune: ${rec.id} (${rec.preference}) on ${trace.name}, ${o.scheduler} under ${capsText(o.caps)}\n` +
+        `mean JCT ${fmt(rec.meanJctHours, 3)} h, p99 prediction error ${fmt(rec.predErrP99, 1)} %, ` +
+        `unfairness ${fmt(rec.unfairness, 1)} %`,
+    ) + stringify({ caps: { ...o.caps, admitBy: o.admitBy } }, { lineWidth: 0 });
 
   if (o.json === true) process.stdout.write(`${JSON.stringify(result)}\n`);
   else
@@ -261,6 +272,7 @@ async function tune(raw: RawTuneOptions): Promise<void> {
       scheduler: o.scheduler,
       capDollarsPerHour: o.capDollarsPerHour ?? 'none (uncapped)',
       capInstances: o.capInstances ?? 'none (uncapped)',
+      admitBy: o.admitBy,
       samples: o.samples,
       searchSeed,
       classes: o.classes.join(','),
@@ -292,6 +304,12 @@ export function registerTune(program: Command): Command {
     .option('--scheduler <name>', `scheduler to simulate: one of ${SCHEDULER_NAMES.join(', ')}`, 'eva')
     .option('--cap-dollars-per-hour <x>', 'cap: keep the fleet under $x/hour (at least one cap is required)')
     .option('--cap-instances <n>', 'cap: keep the fleet under n instances')
+    .option(
+      '--admit-by <how>',
+      `size jobs against the $ cap by ${ADMIT_BY.join('|')} (plan-cost: scaled by what the packed fleet really ` +
+        "costs), as the printed config's caps.admitBy tells the controller; default the controller's",
+      TUNE_DEFAULT_ADMIT_BY,
+    )
     .option('--samples <n>', 'number of candidate configs to simulate', String(DEFAULT_TUNE_SAMPLES))
     .option(
       '--classes <list>',

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { TAG_LAUNCH_TOKEN, type CloudInstance } from '../../cloud/provider.js';
 import { JOB_CAPACITY_LOST_EVENT } from '../snapshot.js';
 import { launchedUnderPreviousStore, previousStoreIds } from '../state/lineage.js';
@@ -13,6 +14,7 @@ import {
   recordMarketFallback,
 } from '../instance-market.js';
 import { forgetStoppedWithController, stoppedWithController } from '../stopped-with-controller.js';
+import { WORKER_LOST_EVENT } from '../worker-liveness.js';
 
 /**
  * The store against the cloud: a launch whose instance exists (found by its launch-token tag) is adopted rather than
@@ -20,6 +22,13 @@ import { forgetStoppedWithController, stoppedWithController } from '../stopped-w
  * reported by default, or adopted, or terminated); instances that vanished are marked terminated and their tasks
  * replanned.
  */
+
+/**
+ * When a job's work on a lost instance really ended, written just before its return to the queue when that comes later
+ * (a sync after the controller was stopped, a worker's heartbeat timeout): `export-trace` ends the job's running
+ * stretch there, not at the change.
+ */
+export const JOB_RAN_UNTIL_EVENT = 'job.ran-until';
 
 export interface SyncSummary {
   readonly listed: number;
@@ -330,6 +339,8 @@ export function loseInstance(
         message: `${inst.id}${inst.cloudId === undefined ? '' : ` (${inst.cloudId})`} on spot ended by EC2: ${reason}`,
         data: { reason },
       });
+    // Known only when the cloud (or the stop) said when it ended: otherwise it ended now, as its record says.
+    if (endedAtSeconds !== undefined) recordWorkEnd(ctx, inst.id, closed.terminatedAtSeconds, reason);
     const jobs = releaseTasksOn(
       ctx,
       inst.id,
@@ -373,6 +384,7 @@ export function replaceLostWorker(ctx: ReconcileContext, instanceId: string, rea
     const inst = ctx.store.getInstance(instanceId);
     if (inst === undefined || inst.state === 'terminating' || inst.state === 'terminated')
       return new Set<string>();
+    recordWorkEnd(ctx, inst.id, lastHeardAt(ctx, inst.id), reason);
     const jobs = releaseTasksOn(ctx, inst.id, reason);
     if (ctx.pendingIntentsFor('terminate', inst.id).length === 0)
       ctx.store.recordIntent({
@@ -383,4 +395,48 @@ export function replaceLostWorker(ctx: ReconcileContext, instanceId: string, rea
     return jobs;
   });
   if (affected.size > 0) ctx.requestRound(`worker of ${instanceId} lost`, 'capacity');
+}
+
+/**
+ * The jobs working on the instance (a task of theirs running there) stopped at `ranUntilSeconds`: one event each,
+ * before their tasks are released, in the same transaction.
+ */
+function recordWorkEnd(
+  ctx: ReconcileContext,
+  instanceId: string,
+  ranUntilSeconds: number | undefined,
+  why: string,
+): void {
+  if (ranUntilSeconds === undefined || !Number.isFinite(ranUntilSeconds)) return;
+  const jobIds = new Set(
+    ctx.store
+      .listTasks({ instanceId })
+      .filter((t) => t.state === 'running')
+      .map((t) => t.jobId),
+  );
+  for (const jobId of jobIds) {
+    const state = ctx.store.getJob(jobId)?.state;
+    if (state !== 'running' && state !== 'migrating') continue;
+    ctx.store.appendEvent({
+      kind: JOB_RAN_UNTIL_EVENT,
+      jobId,
+      instanceId,
+      message: `job ${jobId} worked on ${instanceId} until ${new Date(ranUntilSeconds * 1000).toISOString()}: ${why}`,
+      data: { ranUntilSeconds },
+    });
+  }
+}
+
+/** What the event giving a silent worker up says of its silence (worker-liveness.ts). */
+const workerLostData = z.object({ silentSeconds: z.number().nonnegative() });
+
+/**
+ * When the instance's worker was last heard, as the event that gave it up says (worker-liveness.ts: the silence on
+ * the controller's attention clock, never longer than the wall clock's, so this is never before the real last
+ * heartbeat); undefined when this controller never heard it.
+ */
+function lastHeardAt(ctx: ReconcileContext, instanceId: string): number | undefined {
+  const [lost] = ctx.store.listEvents({ instanceId, kind: WORKER_LOST_EVENT, newestFirst: true, limit: 1 });
+  const data = workerLostData.safeParse(lost?.data);
+  return lost === undefined || !data.success ? undefined : lost.atSeconds - data.data.silentSeconds;
 }

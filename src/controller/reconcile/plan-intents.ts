@@ -13,6 +13,15 @@ import type { ReconcileContext } from './context.js';
 import { settleJob } from './jobs.js';
 import { makesBeforeBreak } from '../../round/gates.js';
 
+/**
+ * The event a make-before-break move begins with, written with the job's change to `migrating`: its tasks work on
+ * until its new instances are ready, so `export-trace` counts that time as running (up to its tasks' stop).
+ */
+export const JOB_MOVE_WAITS_EVENT = 'job.move-waits';
+
+/** What the reason of such a change says (states written before JOB_MOVE_WAITS_EVENT carry only this). */
+export const WORKS_ON_UNTIL_READY = 'works on until its new instances are ready';
+
 export interface AppliedPlan {
   readonly round: number;
   /** Plan ids (`new-<n>`) → instance records created for them. */
@@ -86,11 +95,14 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
           const why =
             action.then === 'queue' ? `returned to the queue (round ${round})` : `moving (round ${round})`;
           if (job.state === 'running') {
-            ctx.store.setJobState(
-              job.id,
-              'migrating',
-              later ? `${why}: works on until its new instances are ready` : why,
-            );
+            if (later)
+              ctx.store.appendEvent({
+                kind: JOB_MOVE_WAITS_EVENT,
+                jobId: job.id,
+                message: `job ${job.id} moves once its new instances are ready (round ${round}); it works on until then`,
+                data: { round },
+              });
+            ctx.store.setJobState(job.id, 'migrating', later ? `${why}: ${WORKS_ON_UNTIL_READY}` : why);
             // A move that waits counts when its first task stops (performStops): it is dropped if the job ends first.
             if (!later) {
               ctx.store.countMigration(job.id);

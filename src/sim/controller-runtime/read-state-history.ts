@@ -9,7 +9,7 @@ import { PostgresConnection } from '../../controller/state/postgres/connection.j
 import { redactUrl, TOOL_CONNECTION_BOUNDS } from '../../controller/state/postgres/conninfo.js';
 import { LATEST_POSTGRES_SCHEMA_VERSION } from '../../controller/state/postgres/schema.js';
 import { wallClockSeconds } from '../../controller/state-store.js';
-import { JOB_STATE_EVENT, type StateHistory } from './state-history.js';
+import { JOB_STATE_EVENT, TASK_STATE_EVENT, WORK_EVENT_KINDS, type StateHistory } from './state-history.js';
 
 /**
  * A controller's job history read from its state without changing it (`fleetwise export-trace`), from either store
@@ -54,6 +54,17 @@ function historyFrom(
   const jobStateEvents = query('SELECT * FROM events WHERE kind = ? ORDER BY seq', JOB_STATE_EVENT).map(
     eventFromRow,
   );
+  // Of the many task changes only those into checkpointing, picked out by their text (both stores keep the data as
+  // JSON text) and then by their data.
+  const others = WORK_EVENT_KINDS.filter((k) => k !== TASK_STATE_EVENT);
+  const workEvents = query(
+    `SELECT * FROM events WHERE kind IN (${others.map(() => '?').join(', ')}) OR (kind = ? AND data_json LIKE ?) ORDER BY seq`,
+    ...others,
+    TASK_STATE_EVENT,
+    '%"checkpointing"%',
+  )
+    .map(eventFromRow)
+    .filter((e) => e.kind !== TASK_STATE_EVENT || intoCheckpointing(e.data));
   const saved =
     options.schedulerState === true && tables.includes('kv')
       ? query('SELECT value_json FROM kv WHERE key = ?', SCHEDULER_STATE_KEY)[0]?.['value_json']
@@ -61,8 +72,15 @@ function historyFrom(
   return {
     jobs,
     jobStateEvents,
+    workEvents,
     ...(typeof saved === 'string' ? { schedulerState: JSON.parse(saved) as unknown } : {}),
   };
+}
+
+function intoCheckpointing(data: unknown): boolean {
+  return (
+    typeof data === 'object' && data !== null && (data as { readonly to?: unknown }).to === 'checkpointing'
+  );
 }
 
 /** Read a SQLite state file (`<state-dir>/state.db`). */

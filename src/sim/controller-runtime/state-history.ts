@@ -8,23 +8,44 @@ import {
 import { fleetwiseTrace } from '../traces/fleetwise-json.js';
 import { dependencyFault, type DependencyFault } from '../../world/job-dependencies.js';
 import { specTraceJob } from './spec-trace.js';
+import { JOB_MOVE_WAITS_EVENT, WORKS_ON_UNTIL_READY } from '../../controller/reconcile/plan-intents.js';
+import { JOB_RAN_UNTIL_EVENT } from '../../controller/reconcile/cloud-sync.js';
 
 /**
  * What ran on a controller, as a fleetwise trace (`fleetwise export-trace`): each job at its submission time
  * (relative to the first exported job), with its spec's tasks and demands, running for the time its state history
- * shows it `running` past its init delays, or for its declared `expectedDurationSeconds` when it never finished.
+ * shows it working past its init delays, or for its declared `expectedDurationSeconds` when it never finished.
  */
 
 /** The jobs and their state changes (`job.state` events), in submission and event order. */
 export interface StateHistory {
   readonly jobs: readonly JobRecord[];
   readonly jobStateEvents: readonly EventRecord[];
+  /**
+   * The events besides its state changes that say when a job worked (WORK_EVENT_KINDS; of `task.state`, only the
+   * changes into `checkpointing`), in event order. Without them a job works only while `running`.
+   */
+  readonly workEvents?: readonly EventRecord[];
   /** The scheduler's saved learned state (controller/scheduler-state.ts), as stored; absent when none was saved. */
   readonly schedulerState?: unknown;
 }
 
 /** The event kind a job's state change is recorded under (controller/state/lifecycle.ts transitionJob). */
 export const JOB_STATE_EVENT = 'job.state';
+
+/** The event kind a task's state change is recorded under (controller/state/lifecycle.ts transitionTask). */
+export const TASK_STATE_EVENT = 'task.state';
+
+/**
+ * The kinds of `StateHistory.workEvents`: a move that waits for its new instances (its job works on while
+ * `migrating`), a task told to checkpoint and stop (its job's work stops there), and the real end of a job's work on
+ * an instance lost while no one saw (its return to the queue is written later).
+ */
+export const WORK_EVENT_KINDS: readonly string[] = [
+  JOB_MOVE_WAITS_EVENT,
+  TASK_STATE_EVENT,
+  JOB_RAN_UNTIL_EVENT,
+];
 
 /** A job left out of the trace, and why. */
 export interface SkippedJob {
@@ -43,30 +64,97 @@ const FINAL: readonly JobState[] = ['succeeded', 'failed', 'cancelled', 'unsucce
 const MIN_MEASURED_SECONDS = 1;
 
 /**
- * Seconds each job spent `running`, summed over its state history (a move's checkpoint and restart excluded), less
- * `initDelaySeconds(job)` of each stretch (not below zero): the controller marks a job running once all its tasks
- * have started, so each stretch holds the job's initialization before its progress.
+ * Seconds each job worked, summed over its history, less `initDelaySeconds(job)` of each stretch (not below zero):
+ * the controller marks a job running once all its tasks have started, so each stretch holds the job's initialization
+ * before its progress. `events` are its `job.state` events and, where the store has them, the `WORK_EVENT_KINDS`
+ * ones, in event order. A job works while `running`, and while `migrating` in a move that makes before it breaks
+ * (its tasks work on until its new instances are ready) until a task of it is told to checkpoint and stop; such a
+ * move called off leaves it working in one stretch. A stretch ends where a `job.ran-until` event before its end says
+ * the work did (never before the stretch began, nor after its change).
  */
 export function runningSeconds(
   events: readonly EventRecord[],
   initDelaySeconds: (jobId: string) => number = () => 0,
 ): ReadonlyMap<string, number> {
   const total = new Map<string, number>();
+  // Open stretches: when the job began working.
   const since = new Map<string, number>();
+  // Jobs whose next change to `migrating` is a move that waits, and when the work of open stretches really ended.
+  const waits = new Set<string>();
+  const ranUntil = new Map<string, number>();
+  const states = new Map<string, unknown>();
+  const close = (jobId: string, atSeconds: number): void => {
+    const started = since.get(jobId);
+    if (started === undefined) return;
+    const until = ranUntil.get(jobId);
+    const end = until === undefined ? atSeconds : Math.min(atSeconds, Math.max(started, until));
+    const stretch = Math.max(0, end - started - initDelaySeconds(jobId));
+    total.set(jobId, (total.get(jobId) ?? 0) + stretch);
+    since.delete(jobId);
+    ranUntil.delete(jobId);
+  };
   for (const e of events) {
-    if (e.kind !== JOB_STATE_EVENT || e.jobId === undefined) continue;
-    const data = e.data;
-    if (typeof data !== 'object' || data === null || Array.isArray(data)) continue;
-    const { from, to } = data as { readonly from?: unknown; readonly to?: unknown };
-    const started = since.get(e.jobId);
-    if (from === 'running' && started !== undefined) {
-      const stretch = Math.max(0, e.atSeconds - started - initDelaySeconds(e.jobId));
-      total.set(e.jobId, (total.get(e.jobId) ?? 0) + stretch);
-      since.delete(e.jobId);
+    const { jobId, data } = e;
+    if (jobId === undefined) continue;
+    if (e.kind === JOB_MOVE_WAITS_EVENT) {
+      waits.add(jobId);
+      continue;
     }
-    if (to === 'running') since.set(e.jobId, e.atSeconds);
+    if (typeof data !== 'object' || data === null || Array.isArray(data)) continue;
+    const fields = data as Readonly<Record<string, unknown>>;
+    switch (e.kind) {
+      case JOB_RAN_UNTIL_EVENT: {
+        const until = fields['ranUntilSeconds'];
+        if (since.has(jobId) && typeof until === 'number' && Number.isFinite(until))
+          ranUntil.set(jobId, Math.min(until, ranUntil.get(jobId) ?? until));
+        break;
+      }
+      case TASK_STATE_EVENT:
+        // A task told to stop ends a waiting move's work; one of a running job is followed by its change to migrating.
+        if (fields['to'] === 'checkpointing' && states.get(jobId) === 'migrating') close(jobId, e.atSeconds);
+        break;
+      case JOB_STATE_EVENT: {
+        const { from, to, reason } = fields;
+        const works =
+          (from === 'running' &&
+            to === 'migrating' &&
+            (waits.has(jobId) ||
+              (typeof reason === 'string' && reason.endsWith(`: ${WORKS_ON_UNTIL_READY}`)))) ||
+          (from === 'migrating' && to === 'running');
+        if (!works) close(jobId, e.atSeconds);
+        if (to === 'running' && !since.has(jobId)) since.set(jobId, e.atSeconds);
+        waits.delete(jobId);
+        ranUntil.delete(jobId);
+        states.set(jobId, to);
+        break;
+      }
+    }
   }
   return total;
+}
+
+/** The history's events as `runningSeconds` reads them: its state changes and work events, in event order. */
+export function historyEvents(history: StateHistory): EventRecord[] {
+  return inEventOrder(history.jobStateEvents, history.workEvents ?? []);
+}
+
+/** Two lists of events in event order as one (`seq` order). */
+function inEventOrder(a: readonly EventRecord[], b: readonly EventRecord[]): EventRecord[] {
+  const merged: EventRecord[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    const x = a[i];
+    const y = b[j];
+    if (y === undefined || (x !== undefined && x.seq <= y.seq)) {
+      merged.push(x as EventRecord);
+      i++;
+    } else {
+      merged.push(y);
+      j++;
+    }
+  }
+  return merged;
 }
 
 /**
@@ -85,8 +173,9 @@ export function historyTrace(
   // as the controller's model does after each entry to running; the measured stretches already hold the real one,
   // so that estimate is taken off each, or a replayed job would initialize twice.
   const initDelays = new Map(history.jobs.map((j) => [j.id, j.spec.checkpoint.initDelaySeconds ?? 0]));
-  const ran = runningSeconds(history.jobStateEvents, (id) => initDelays.get(id) ?? 0);
-  const raw = runningSeconds(history.jobStateEvents);
+  const events = historyEvents(history);
+  const ran = runningSeconds(events, (id) => initDelays.get(id) ?? 0);
+  const raw = runningSeconds(events);
   const skipped: SkippedJob[] = [];
   const kept: { job: JobRecord; durationSeconds: number; durationFrom: 'measured' | 'declared' }[] = [];
   // What the trace will say of each kept job, for its dependents: the rules the trace is read with (dependencyFault).

@@ -10,7 +10,12 @@ import type { EventRecord, JobRecord, JobState } from '../../../src/controller/s
 import type { JobSpec } from '../../../src/controller/job-spec/spec.js';
 import { ValidationError } from '../../../src/core/validation.js';
 import { readSqliteStateHistory } from '../../../src/sim/controller-runtime/read-state-history.js';
-import { historyTrace, runningSeconds } from '../../../src/sim/controller-runtime/state-history.js';
+import {
+  historyEvents,
+  historyTrace,
+  runningSeconds,
+  WORK_EVENT_KINDS,
+} from '../../../src/sim/controller-runtime/state-history.js';
 import { fleetwiseTrace } from '../../../src/sim/traces/fleetwise-json.js';
 import { example, exportedJobsOf, writeJobHistory } from '../../helpers/job-history.js';
 
@@ -142,6 +147,69 @@ describe("a controller's job history as a trace", () => {
     if (existsSync(wal)) expect(statSync(wal).size).toBe(0);
   });
 
+  it('reads the events that say when a job worked, and measures a waiting move and a lost instance by them', () => {
+    const c = clock();
+    const store = new SqliteStateStore(join(tmp, 'work.db'), { nowSeconds: c.now });
+    const at = (t: number, change: () => void): void => {
+      c.set(t);
+      change();
+    };
+    c.set(1000);
+    const job = store.submitJob(example('resnet.yaml')).id;
+    const task = `${job}.0`;
+    const [first, second] = ['i-1', 'i-2'].map((cloudId) => {
+      const inst = store.createInstance({ typeName: 'c7i.xlarge' });
+      store.setInstanceState(inst.id, 'launching', { cloudId });
+      return store.setInstanceState(inst.id, 'running').id;
+    });
+    const runOn = (instanceId: string | undefined, t: number): void => {
+      at(t, () => {
+        store.setTaskState(task, 'starting', instanceId);
+        store.setJobState(job, 'starting');
+      });
+      at(t + 10, () => {
+        store.setTaskState(task, 'running');
+        store.setJobState(job, 'running');
+      });
+    };
+    runOn(first, 1010);
+    // A move that waits for its new instance from 1100; its task is told to stop at 1300.
+    at(1100, () => {
+      store.appendEvent({ kind: 'job.move-waits', jobId: job, message: 'waits', data: { round: 2 } });
+      store.setJobState(job, 'migrating', 'moving (round 2)');
+    });
+    at(1300, () => store.setTaskState(task, 'checkpointing'));
+    at(1310, () => store.setTaskState(task, 'stopped'));
+    runOn(second, 1310);
+    // Its instance ended at 1500, unseen until 2000.
+    at(2000, () => {
+      store.appendEvent({
+        kind: 'job.ran-until',
+        jobId: job,
+        message: 'lost',
+        data: { ranUntilSeconds: 1500 },
+      });
+      store.setTaskState(task, 'pending');
+      store.setJobState(job, 'queued');
+    });
+    runOn(first, 2010);
+    at(2100, () => store.setJobState(job, 'succeeded'));
+    const inStore = store.listEvents({ kinds: WORK_EVENT_KINDS });
+    store.close();
+
+    const history = readSqliteStateHistory(join(tmp, 'work.db'));
+    // Of the task's changes only the one into checkpointing; the other work events all.
+    expect(history.workEvents).toEqual(
+      inStore.filter((e) => e.kind !== 'task.state' || (e.data as { to?: string }).to === 'checkpointing'),
+    );
+    expect(history.workEvents?.map((e) => [e.kind, e.atSeconds])).toEqual([
+      ['job.move-waits', 1100],
+      ['task.state', 1300],
+      ['job.ran-until', 2000],
+    ]);
+    expect(runningSeconds(historyEvents(history)).get(job)).toBe(1300 - 1020 + (1500 - 1320) + (2100 - 2020));
+  });
+
   it('refuses what is not a fleetwise state, naming the file', () => {
     const problemsOf = (path: string): string => {
       try {
@@ -215,6 +283,106 @@ describe('export-trace durations and scale', () => {
     ]);
     // Without init delays, the raw running time is still what runningSeconds sums.
     expect(runningSeconds(events).get('job-1')).toBe(800);
+  });
+
+  const event = (
+    seq: number,
+    kind: string,
+    jobId: string,
+    atSeconds: number,
+    data: Record<string, string | number>,
+  ): EventRecord => ({ seq, atSeconds, kind, jobId, data });
+
+  it("counts a make-before-break move's wait as running, up to its tasks' stop", () => {
+    const spec = example('resnet.yaml'); // initDelaySeconds: 80
+    const jobs = ['job-1', 'job-2', 'job-3', 'job-4'].map((id) => record(id, spec, 0, 'succeeded'));
+    const waiting = 'moving (round 3): works on until its new instances are ready';
+    const jobStateEvents = [
+      // job-1: the move waits from 200 (its marker is a work event) until its task is told to stop at 260.
+      change(1, 'job-1', 100, 'starting', 'running'),
+      change(3, 'job-1', 200, 'running', 'migrating'),
+      change(6, 'job-1', 270, 'migrating', 'starting'),
+      change(7, 'job-1', 280, 'starting', 'running'),
+      change(8, 'job-1', 400, 'running', 'succeeded'),
+      // job-2: as a state written before the marker says it, by its reason alone.
+      change(10, 'job-2', 100, 'starting', 'running'),
+      {
+        ...change(11, 'job-2', 200, 'running', 'migrating'),
+        data: { from: 'running', to: 'migrating', reason: waiting },
+      },
+      change(13, 'job-2', 270, 'migrating', 'starting'),
+      change(14, 'job-2', 280, 'starting', 'running'),
+      change(15, 'job-2', 400, 'running', 'succeeded'),
+      // job-3: a move that stops at once (its task checkpoints in the same change).
+      change(20, 'job-3', 100, 'starting', 'running'),
+      change(22, 'job-3', 200, 'running', 'migrating'),
+      change(23, 'job-3', 270, 'migrating', 'starting'),
+      change(24, 'job-3', 280, 'starting', 'running'),
+      change(25, 'job-3', 400, 'running', 'succeeded'),
+      // job-4: a waiting move called off at 250: one stretch, one init.
+      change(30, 'job-4', 100, 'starting', 'running'),
+      change(32, 'job-4', 200, 'running', 'migrating'),
+      change(33, 'job-4', 250, 'migrating', 'running'),
+      change(34, 'job-4', 400, 'running', 'succeeded'),
+    ];
+    const workEvents = [
+      event(2, 'job.move-waits', 'job-1', 200, { round: 3 }),
+      event(4, 'task.state', 'job-1', 260, { from: 'running', to: 'checkpointing' }),
+      event(5, 'task.state', 'job-1', 270, { from: 'checkpointing', to: 'stopped' }),
+      event(12, 'task.state', 'job-2', 260, { from: 'running', to: 'checkpointing' }),
+      event(21, 'task.state', 'job-3', 200, { from: 'running', to: 'checkpointing' }),
+      event(31, 'job.move-waits', 'job-4', 200, { round: 3 }),
+    ];
+    const history = { jobs, jobStateEvents, workEvents };
+    expect(Object.fromEntries(runningSeconds(historyEvents(history)))).toEqual({
+      'job-1': 160 + 120,
+      'job-2': 160 + 120,
+      'job-3': 100 + 120,
+      'job-4': 300,
+    });
+    const { document } = historyTrace(history, { name: 'h', source: 'x' });
+    expect(document.jobs.map((j) => [j.id, j.durationSeconds])).toEqual([
+      ['job-1', 160 - 80 + (120 - 80)],
+      ['job-2', 160 - 80 + (120 - 80)],
+      ['job-3', 100 - 80 + (120 - 80)],
+      ['job-4', 300 - 80],
+    ]);
+    // Without its work events a history counts only the time in running.
+    expect(runningSeconds(jobStateEvents).get('job-1')).toBe(100 + 120);
+  });
+
+  it('ends a running stretch where the work on a lost instance ended, never outside the stretch', () => {
+    const lost = (seq: number, jobId: string, at: number, ranUntilSeconds: number): EventRecord[] => [
+      event(seq, 'job.ran-until', jobId, at, { ranUntilSeconds }),
+      change(seq + 1, jobId, at, 'running', 'queued'),
+    ];
+    const again = (seq: number, jobId: string): EventRecord[] => [
+      change(seq, jobId, 600, 'queued', 'starting'),
+      change(seq + 1, jobId, 620, 'starting', 'running'),
+      change(seq + 2, jobId, 700, 'running', 'succeeded'),
+    ];
+    const events = [
+      // job-1: stopped with the controller at 160, back in the queue when it restarted at 500.
+      change(1, 'job-1', 100, 'starting', 'running'),
+      ...lost(2, 'job-1', 500, 160),
+      ...again(4, 'job-1'),
+      // job-2: an end after the change (clocks apart) ends it at the change; job-3: one before its start, at its start.
+      change(10, 'job-2', 100, 'starting', 'running'),
+      ...lost(11, 'job-2', 500, 900),
+      ...again(13, 'job-2'),
+      change(20, 'job-3', 100, 'starting', 'running'),
+      ...lost(21, 'job-3', 500, 50),
+      ...again(23, 'job-3'),
+      // job-4: an end recorded while it did not work is not carried to its next stretch.
+      event(30, 'job.ran-until', 'job-4', 550, { ranUntilSeconds: 560 }),
+      ...again(31, 'job-4'),
+    ];
+    expect(Object.fromEntries(runningSeconds(events))).toEqual({
+      'job-1': 60 + 80,
+      'job-2': 400 + 80,
+      'job-3': 0 + 80,
+      'job-4': 80,
+    });
   });
 
   it('exports a history of 200,000 jobs (no spread of every job into one call)', () => {
