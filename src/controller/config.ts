@@ -477,8 +477,16 @@ export const controllerConfigSchema = z
     /**
      * Hours between on-demand price refreshes from the AWS Price List API (src/controller/price-refresh.ts); 0 turns
      * them off. On-demand prices change rarely, so a daily refresh is plenty; a failed one keeps the current catalog.
+     * Each refresh makes GetProducts calls for every family: more often than every 6 minutes only spends the API's
+     * rate limit, and a period past a month is a unit mix-up (days or minutes for hours).
      */
-    priceRefreshHours: nonNegative.default(24),
+    priceRefreshHours: z
+      .number()
+      .refine(
+        (hours) => hours === 0 || (hours >= 0.1 && hours <= 744),
+        'must be 0 (no refresh) or from 0.1 (6 minutes) to 744 (31 days)',
+      )
+      .default(24),
     /** A dry run makes no cloud call, so it refreshes prices only when this is set. */
     priceRefreshInDryRun: z.boolean().default(false),
     /**

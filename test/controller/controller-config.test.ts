@@ -107,6 +107,31 @@ describe('controller configuration', () => {
     expect(bad.problems).toContain('--backup-keep: must be ≥ 1');
   });
 
+  it('takes priceRefreshHours of 0 (off) or from 0.1 to 744, and names the field and the bounds otherwise', () => {
+    const hoursOf = (value: string) =>
+      loadControllerConfig({
+        flags: { cluster: 'c', stateDir: 's', priceRefreshHours: value },
+        env: {},
+        defaultRegion: 'us-east-1',
+      }).priceRefreshHours;
+    expect(['0', '0.1', '24', '744'].map(hoursOf)).toEqual([0, 0.1, 24, 744]);
+    const bounds = 'must be 0 (no refresh) or from 0.1 (6 minutes) to 744 (31 days)';
+    // A millionth of an hour refreshed prices back to back: over a thousand GetProducts calls in two seconds.
+    for (const value of ['0.000001', '0.09', '745', '-1'])
+      expect([value, problemsOf(() => hoursOf(value)).problems]).toEqual([
+        value,
+        [`--price-refresh-hours: ${bounds}`],
+      ]);
+    const path = file(
+      'price-refresh.yaml',
+      ['cluster: c', 'stateDir: s', 'priceRefreshHours: 0.01'].join('\n'),
+    );
+    const fromFile = problemsOf(() =>
+      loadControllerConfig({ flags: { config: path }, env: {}, defaultRegion: 'us-east-1' }),
+    );
+    expect(fromFile.problems).toEqual([`priceRefreshHours (line 3): ${bounds}`]);
+  });
+
   it('lets flags override the file, and resolves the file’s state directory next to it', () => {
     const path = file(
       'fleetwise.yaml',

@@ -91,7 +91,7 @@ describe('price refresh configuration', () => {
         env: {},
         defaultRegion: 'us-east-1',
       }),
-    ).toThrow(/--price-refresh-hours: must be ≥ 0/);
+    ).toThrow(/--price-refresh-hours: must be 0 \(no refresh\) or from 0\.1/);
   });
 });
 

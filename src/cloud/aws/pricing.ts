@@ -1,6 +1,7 @@
 import type { Filter, GetProductsCommandInput } from '@aws-sdk/client-pricing';
 import { z } from 'zod';
 import type { Catalog, InstanceType, LaunchDelays } from '../../core/catalog.js';
+import { pricePerHour } from '../../core/price-per-hour.js';
 import type { Resources } from '../../core/resources.js';
 import { describeIssues, ValidationError } from '../../core/validation.js';
 import type { Ec2Api } from './ec2-api.js';
@@ -16,7 +17,10 @@ export const PRICING_API_REGION = 'us-east-1';
 const PAGE_SIZE = 100;
 
 export interface GetProductsPage {
-  /** JSON strings in the wire format (the SDK may also hand back parsed objects). */
+  /**
+   * One JSON document per product: primitive strings from recorded responses, String objects (its LazyJsonString)
+   * from the AWS SDK client, parsed objects from a test double.
+   */
   readonly PriceList?: unknown;
   readonly NextToken?: string | undefined;
 }
@@ -77,12 +81,15 @@ const priceListEntrySchema = z.object({
 });
 export type PriceListEntry = z.output<typeof priceListEntrySchema>;
 
-/** Parse one PriceList element (a JSON string on the wire). `source` names it in errors. */
+/**
+ * Parse one PriceList element (a JSON string on the wire; the SDK hands it back as a String object, typeof 'object',
+ * which must be read as its text, not as the entry). `source` names it in errors.
+ */
 export function parsePriceListEntry(raw: unknown, source: string): PriceListEntry {
   let json: unknown = raw;
-  if (typeof raw === 'string') {
+  if (typeof raw === 'string' || raw instanceof String) {
     try {
-      json = JSON.parse(raw);
+      json = JSON.parse(String(raw));
     } catch (e) {
       throw new ValidationError(source, [`not valid JSON: ${(e as Error).message}`]);
     }
@@ -92,15 +99,18 @@ export function parsePriceListEntry(raw: unknown, source: string): PriceListEntr
   return result.data;
 }
 
-/** The on-demand hourly USD rates of an entry (normally exactly one). */
+/** AWS writes rates as plain decimals ("0.0892500000"); Number() alone would also read "0x1", "1e3" or "" (as 0). */
+const PLAIN_DECIMAL = /^\d+(\.\d+)?$/;
+
+/** The on-demand hourly USD rates of an entry (normally exactly one); a rate not written as a plain decimal is none. */
 export function onDemandHourlyRatesUsd(entry: PriceListEntry): number[] {
   const rates: number[] = [];
   for (const term of Object.values(entry.terms.OnDemand ?? {}))
     for (const dimension of Object.values(term.priceDimensions)) {
       if (dimension.unit.toLowerCase() !== 'hrs') continue;
       if (dimension.beginRange !== undefined && dimension.beginRange !== '0') continue;
-      const usd = Number(dimension.pricePerUnit.USD);
-      if (dimension.pricePerUnit.USD !== undefined && Number.isFinite(usd)) rates.push(usd);
+      const usd = dimension.pricePerUnit.USD;
+      if (usd !== undefined && PLAIN_DECIMAL.test(usd)) rates.push(Number(usd));
     }
   return rates;
 }
@@ -122,6 +132,18 @@ export interface OnDemandPrice {
   readonly sku: string | undefined;
   readonly listedCapacity: Resources | undefined;
   readonly operation: string | undefined;
+}
+
+/**
+ * Which of two products priced for one type a refresh keeps, whatever order the API lists them in: the plain
+ * RunInstances operation, then the lower price, then the lower SKU.
+ */
+function preferred(a: OnDemandPrice, b: OnDemandPrice): OnDemandPrice {
+  const runs = (p: OnDemandPrice): boolean => p.operation === 'RunInstances';
+  if (runs(a) !== runs(b)) return runs(a) ? a : b;
+  if (a.costPerHour !== b.costPerHour) return a.costPerHour < b.costPerHour ? a : b;
+  if (a.sku === undefined || b.sku === undefined) return a.sku === undefined ? b : a;
+  return a.sku <= b.sku ? a : b;
 }
 
 function priceListElements(page: GetProductsPage, source: string): unknown[] {
@@ -168,10 +190,18 @@ export async function fetchOnDemandPrices(
         }
         const rates = [...new Set(onDemandHourlyRatesUsd(entry))];
         const rate = rates.length === 0 ? undefined : Math.max(...rates);
-        if (rate === undefined || rate <= 0) {
+        if (rate === undefined) {
           warnings.push(
-            `${typeName}: no positive on-demand hourly USD rate in its price list entry; left out`,
+            `${typeName}: no on-demand hourly USD rate written as a decimal in its price list entry; left out`,
           );
+          return;
+        }
+        // A list price outside a catalog's bounds ($0 among them) is a fault of the list: the catalog it went into
+        // would be refused.
+        const inBounds = pricePerHour.safeParse(rate);
+        if (!inBounds.success) {
+          const reason = inBounds.error.issues.map((issue) => issue.message).join('; ');
+          warnings.push(`${typeName}: on-demand price $${rate}/h left out: ${reason}`);
           return;
         }
         if (rates.length > 1)
@@ -184,16 +214,19 @@ export async function fetchOnDemandPrices(
           operation: entry.product.attributes.operation,
         };
         const previous = prices.get(typeName);
-        if (
-          previous === undefined ||
-          (previous.operation !== 'RunInstances' && price.operation === 'RunInstances')
-        ) {
+        if (previous === undefined) {
           prices.set(typeName, price);
-        } else if (previous.costPerHour !== price.costPerHour) {
-          warnings.push(
-            `${typeName}: ignored a second price ${price.costPerHour} (kept ${previous.costPerHour})`,
-          );
+          return;
         }
+        const kept = preferred(previous, price);
+        const dropped = kept === price ? previous : price;
+        prices.set(typeName, kept);
+        if (dropped.costPerHour !== kept.costPerHour)
+          warnings.push(
+            `${typeName}: two products priced it; ignored ${dropped.costPerHour} (SKU ${String(dropped.sku)}, ` +
+              `operation ${String(dropped.operation)}) and kept ${kept.costPerHour} (SKU ${String(kept.sku)}, ` +
+              `operation ${String(kept.operation)})`,
+          );
       });
       nextToken = response.NextToken === '' ? undefined : response.NextToken;
     } while (nextToken !== undefined);

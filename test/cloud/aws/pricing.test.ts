@@ -1,6 +1,6 @@
 import type { GetProductsCommandInput } from '@aws-sdk/client-pricing';
 import { describe, expect, it } from 'vitest';
-import type { Catalog } from '../../../src/core/catalog.js';
+import { catalogToFile, parseCatalog, type Catalog } from '../../../src/core/catalog.js';
 import type { Resources } from '../../../src/core/resources.js';
 import { ValidationError } from '../../../src/core/validation.js';
 import { loadCatalogFile } from '../../../src/cloud/catalog-file.js';
@@ -141,6 +141,138 @@ describe('fetchOnDemandPrices from recorded GetProducts responses', () => {
     })();
     expect(error).toBeInstanceOf(ValidationError);
     expect((error as ValidationError).problems.join('\n')).toMatch(/product\.attributes\.instanceType/);
+  });
+});
+
+/** The parts of a recorded price list entry these tests change. */
+interface EditableEntry {
+  product: { sku?: string; attributes: Record<string, string> };
+  terms: {
+    OnDemand?: Record<string, { priceDimensions: Record<string, { pricePerUnit: Record<string, string> }> }>;
+  };
+}
+
+/** The recorded fixtures, each page's entries (after the filters) passed through `edit`. */
+function editedPricing(edit: (entries: EditableEntry[]) => EditableEntry[]): PricingApi {
+  const recorded = fixturePricingApi(PRICING_FIXTURES);
+  return {
+    async getProducts(input: GetProductsCommandInput): Promise<GetProductsPage> {
+      const page = await recorded.getProducts(input);
+      const entries = ((page.PriceList as string[] | undefined) ?? []).map(
+        (raw) => JSON.parse(raw) as EditableEntry,
+      );
+      return { ...page, PriceList: edit(entries).map((e) => JSON.stringify(e)) };
+    },
+  };
+}
+
+/** A copy of `entry` with every hourly rate `usd`, and the product fields given. */
+function variantOf(
+  entry: EditableEntry,
+  usd: string,
+  product: { sku?: string; operation?: string } = {},
+): EditableEntry {
+  const copy = structuredClone(entry);
+  for (const term of Object.values(copy.terms.OnDemand ?? {}))
+    for (const dimension of Object.values(term.priceDimensions)) dimension.pricePerUnit = { USD: usd };
+  if (product.sku !== undefined) copy.product.sku = product.sku;
+  if (product.operation !== undefined) copy.product.attributes.operation = product.operation;
+  return copy;
+}
+
+describe('fetchOnDemandPrices with list prices a catalog cannot hold', () => {
+  it('leaves out, naming each type, a price outside the bounds or not written as a decimal; the rest loads', async () => {
+    const odd: Record<string, string> = {
+      'c7i.large': '5000.0000000000',
+      'c7i.xlarge': '0.0000100000',
+      'c7i.2xlarge': '0.0000000000',
+      'r7i.large': '0x1', // Number() reads 1
+      'r7i.xlarge': '2e-1', // Number() reads 0.2
+    };
+    const warnings: string[] = [];
+    const prices = await fetchOnDemandPrices(
+      editedPricing((entries) =>
+        entries.map((e) => {
+          const usd = odd[e.product.attributes.instanceType ?? ''];
+          return usd === undefined ? e : variantOf(e, usd);
+        }),
+      ),
+      'us-east-1',
+      FAMILIES,
+      warnings,
+    );
+    expect(warnings).toEqual([
+      'c7i.large: on-demand price $5000/h left out: must be at most $1000/h (no EC2 instance costs that much)',
+      'c7i.xlarge: on-demand price $0.00001/h left out: must be at least $0.0001/h (a price of 0 is no price)',
+      'c7i.2xlarge: on-demand price $0/h left out: must be at least $0.0001/h (a price of 0 is no price)',
+      'r7i.large: no on-demand hourly USD rate written as a decimal in its price list entry; left out',
+      'r7i.xlarge: no on-demand hourly USD rate written as a decimal in its price list entry; left out',
+    ]);
+    for (const name of Object.keys(odd)) expect([name, prices.has(name)]).toEqual([name, false]);
+    expect(prices.size).toBe(25 - 5);
+    expect(prices.get('c7i.4xlarge')?.costPerHour).toBe(0.714);
+    // What `catalog refresh` builds from the rest loads again: the odd prices cannot fail the whole refresh.
+    const { catalog } = buildCatalog({
+      region: 'us-east-1',
+      families: FAMILIES,
+      prices,
+      capacities: new Map(),
+      base: bundled,
+    });
+    expect(parseCatalog(catalogToFile(catalog), 'refreshed catalog').types).toHaveLength(20);
+  });
+
+  it('keeps the same product for a type whatever order two matching products come in', async () => {
+    /** c7i.large as fetched with `extra` listed first or last. */
+    const c7iLarge = async (extra: (plain: EditableEntry) => EditableEntry, first: boolean) => {
+      const warnings: string[] = [];
+      const prices = await fetchOnDemandPrices(
+        editedPricing((entries) => {
+          const plain = entries.find((e) => e.product.attributes.instanceType === 'c7i.large');
+          if (plain === undefined) return entries;
+          return first ? [extra(plain), ...entries] : [...entries, extra(plain)];
+        }),
+        'us-east-1',
+        ['c7i'],
+        warnings,
+      );
+      const kept = prices.get('c7i.large');
+      return { costPerHour: kept?.costPerHour, sku: kept?.sku, warnings };
+    };
+    const cases: [string, (plain: EditableEntry) => EditableEntry, number, string][] = [
+      // Both RunInstances: the lower price.
+      [
+        'dearer',
+        (p) => variantOf(p, '0.2000000000', { sku: 'AAAADEARER000000' }),
+        0.08925,
+        'DT7AYTDSVYL5U3MX',
+      ],
+      // RunInstances before a cheaper other operation.
+      [
+        'other operation',
+        (p) => variantOf(p, '0.0500000000', { sku: 'AAAAOTHEROP00000', operation: 'RunInstances:0004' }),
+        0.08925,
+        'DT7AYTDSVYL5U3MX',
+      ],
+      // The same price: the lower SKU.
+      [
+        'same price',
+        (p) => variantOf(p, '0.0892500000', { sku: 'AAAASAMEPRICE000' }),
+        0.08925,
+        'AAAASAMEPRICE000',
+      ],
+    ];
+    for (const [label, extra, costPerHour, sku] of cases) {
+      const first = await c7iLarge(extra, true);
+      const last = await c7iLarge(extra, false);
+      expect([label, first.costPerHour, first.sku]).toEqual([label, costPerHour, sku]);
+      expect([label, last.costPerHour, last.sku]).toEqual([label, costPerHour, sku]);
+      expect([label, first.warnings]).toEqual([label, last.warnings]);
+    }
+    expect((await c7iLarge(cases[0]![1], true)).warnings).toEqual([
+      'c7i.large: two products priced it; ignored 0.2 (SKU AAAADEARER000000, operation RunInstances) and kept ' +
+        '0.08925 (SKU DT7AYTDSVYL5U3MX, operation RunInstances)',
+    ]);
   });
 });
 
