@@ -1,5 +1,5 @@
 import type { EC2Client } from '@aws-sdk/client-ec2';
-import type { Ec2ProviderConfig } from '../cloud/aws/ec2-provider.js';
+import type { Ec2ProviderConfig } from '../cloud/aws/ec2-provider-config.js';
 import type { ControllerConfig } from '../controller/config.js';
 
 /**

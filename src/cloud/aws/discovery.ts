@@ -7,7 +7,7 @@ import {
 import { groupBy } from '../../core/group.js';
 import { ValidationError } from '../../core/validation.js';
 import { awsErrorCode } from './client-config.js';
-import type { Ec2ProviderConfig } from './ec2-provider.js';
+import type { Ec2ProviderConfig } from './ec2-provider-config.js';
 
 /**
  * What the EC2 provider needs that an operator may leave out, looked up in the account itself at startup: the worker

@@ -41,7 +41,7 @@ export interface Ec2Api {
   describeInstanceTypes(
     input: DescribeInstanceTypesCommandInput,
   ): Promise<DescribeInstanceTypesCommandOutput>;
-  /** Cluster placement groups for latency-sensitive jobs (ec2-provider.ts). */
+  /** Cluster placement groups for latency-sensitive jobs (placement-groups.ts). */
   createPlacementGroup(input: CreatePlacementGroupCommandInput): Promise<CreatePlacementGroupCommandOutput>;
   describePlacementGroups(
     input: DescribePlacementGroupsCommandInput,

@@ -13,14 +13,11 @@ import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Rng } from '../../../src/core/random.js';
 import { ValidationError } from '../../../src/core/validation.js';
 import { createEc2Client, ec2ApiFromClient, type Ec2Api } from '../../../src/cloud/aws/ec2-api.js';
-import {
-  Ec2Provider,
-  ec2PlacementGroupName,
-  toCloudInstance,
-  transitionTime,
-  zoneClientToken,
-  type Ec2ProviderConfig,
-} from '../../../src/cloud/aws/ec2-provider.js';
+import { toCloudInstance, transitionTime } from '../../../src/cloud/aws/describe-instances.js';
+import { Ec2Provider } from '../../../src/cloud/aws/ec2-provider.js';
+import type { Ec2ProviderConfig } from '../../../src/cloud/aws/ec2-provider-config.js';
+import { zoneClientToken } from '../../../src/cloud/aws/launch-idempotency.js';
+import { ec2PlacementGroupName } from '../../../src/cloud/aws/placement-groups.js';
 import {
   InsufficientCapacityError,
   QuotaExceededError,

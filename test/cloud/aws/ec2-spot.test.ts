@@ -5,7 +5,8 @@ import {
 } from '@aws-sdk/client-ec2';
 import { beforeEach, expect, it } from 'vitest';
 import { createEc2Client, ec2ApiFromClient, type Ec2Api } from '../../../src/cloud/aws/ec2-api.js';
-import { Ec2Provider, zoneClientToken } from '../../../src/cloud/aws/ec2-provider.js';
+import { Ec2Provider } from '../../../src/cloud/aws/ec2-provider.js';
+import { zoneClientToken } from '../../../src/cloud/aws/launch-idempotency.js';
 import {
   CloudProviderError,
   InsufficientCapacityError,
