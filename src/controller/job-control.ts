@@ -5,6 +5,7 @@ import { arrayJobSpec, pairedArrays } from './array-jobs.js';
 import { dependencyProblems } from './job-dependencies.js';
 import type { SubmissionCommitHook } from './service.js';
 import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
+import { moveToCountKey } from './reconcile/jobs.js';
 import {
   StateStoreError,
   UnknownRecordError,
@@ -244,6 +245,8 @@ export class JobControl {
     if (isFinalJobState(current.state) && (idempotent || current.state === state))
       return { job: current, changed: false };
     const ended = this.deps.store.setJobState(jobId, state, reason);
+    // A move the job was making ends with it, uncounted (a move dropped because its job ended counts nothing).
+    this.deps.store.deleteValue(moveToCountKey(jobId));
     const tasks = this.deps.store.listTasks({ jobId });
     const taskIds = new Set(tasks.map((t) => t.id));
     const stopping = new Set<string>();

@@ -129,6 +129,17 @@ const stoppedOutsideData = z.object({
  */
 const MAX_OUTSIDE_STOPS_PER_REPORT = 10;
 
+/**
+ * How long a running task that has written no progress while a sibling did counts as having done 0 of its job's
+ * iterations (a slow first line: a restore, a warm-up) before it is taken for one that writes none (a gang's
+ * coordinator) and left out of its job's progress: counted as nothing meanwhile, a gang's progress would jump to its
+ * fastest task's count and fall back when the slower one reports its first line.
+ */
+export const SILENT_TASK_GRACE_SECONDS = 120;
+
+/** What a `task.state` event records of the change (state/lifecycle.ts transitionTask): the state it went to. */
+const taskStateData = z.object({ to: z.string() });
+
 /** The stops from outside last recorded for a task: those of one attempt of it on one instance. */
 interface OutsideStops {
   readonly instanceId: string;
@@ -178,6 +189,11 @@ export class WorkerTaskControl implements TaskControl {
   /** Task → its stops from outside recorded so far (TASK_STOPPED_OUTSIDE_EVENT). */
   private readonly outsideStops = new Map<string, OutsideStops>();
   private readonly completed = new Map<string, number>();
+  /**
+   * Tasks taken for ones that write no progress (a gang's coordinator): silent past SILENT_TASK_GRACE_SECONDS of
+   * running while a sibling reported. Left out of their job's progress from then on, moves included.
+   */
+  private readonly silentTasks = new Set<string>();
   /** Job → iterations done, reported since the last `flushProgress`. */
   private readonly progress = new Map<string, number>();
   private readonly observations = new Map<string, number>();
@@ -404,18 +420,49 @@ export class WorkerTaskControl implements TaskControl {
 
   /**
    * A job's iterations done, from its tasks' reports: a gang has done what its least advanced task still at work has
-   * done, among those that report progress at all (a gang's coordinator may write none) and have not succeeded (one
-   * done with its part stays where its part ended while the others go on). Once none is left, the most any reached.
+   * done, among those that have not succeeded (one done with its part stays where its part ended while the others go
+   * on). A task that has reported nothing yet has done 0, until it has been running SILENT_TASK_GRACE_SECONDS without
+   * a word while a sibling reported: then it is taken for one that writes no progress (a gang's coordinator) and left
+   * out. Once none is left at work, the most any reached. Undefined while no task has reported.
    */
   private jobProgress(jobId: string): number | undefined {
+    const tasks = this.store.listTasks({ jobId });
+    if (!tasks.some((t) => this.completed.has(t.id))) return undefined;
     const going: number[] = [];
     const ended: number[] = [];
-    for (const t of this.store.listTasks({ jobId })) {
+    for (const t of tasks) {
       const done = this.completed.get(t.id);
-      if (done !== undefined) (this.succeeded(t) ? ended : going).push(done);
+      if (this.succeeded(t)) {
+        if (done !== undefined) ended.push(done);
+      } else if (done !== undefined) going.push(done);
+      else if (!this.silent(t)) going.push(0);
     }
     if (going.length > 0) return Math.min(...going);
     return ended.length > 0 ? Math.max(...ended) : undefined;
+  }
+
+  /**
+   * Whether a task that has reported no progress (while a sibling did) is one that writes none: it has run
+   * SILENT_TASK_GRACE_SECONDS since it last became `running` (its newest `task.state` event; a store that no longer
+   * has it, since its record last changed), now or before in this process.
+   */
+  private silent(task: TaskRecord): boolean {
+    if (this.silentTasks.has(task.id)) return true;
+    if (task.state !== 'running') return false;
+    const [last] = this.store.listEvents({
+      jobId: task.jobId,
+      taskId: task.id,
+      kind: 'task.state',
+      newestFirst: true,
+      limit: 1,
+    });
+    const runningSince =
+      last !== undefined && taskStateData.safeParse(last.data).data?.to === 'running'
+        ? last.atSeconds
+        : task.updatedAtSeconds;
+    if (this.options.clock.nowSeconds() - runningSince < SILENT_TASK_GRACE_SECONDS) return false;
+    this.silentTasks.add(task.id);
+    return true;
   }
 
   /** The task succeeded, as the store has it or as its worker's latest report of this attempt says. */
@@ -428,10 +475,10 @@ export class WorkerTaskControl implements TaskControl {
 
   /**
    * Stops from outside the worker that a task resumed from (TaskReport.outsideStops, counted in its attempt on that
-   * worker): restarts the controller neither asked for nor sees otherwise (its report goes from `stopped` back to
-   * `running`), so each is recorded once, a TASK_STOPPED_OUTSIDE_EVENT with the worker's reason, and the job's view
-   * counts it among its restarts. A count below the one recorded is a worker that restarted and counts from 0 again:
-   * all it says is new.
+   * instance, with the task's record there: a restarted worker goes on counting): restarts the controller neither
+   * asked for nor sees otherwise (its report goes from `stopped` back to `running`), so each is recorded once, a
+   * TASK_STOPPED_OUTSIDE_EVENT with the worker's reason, and the job's view counts it among its restarts. A count
+   * below the one recorded is a worker that lost the task's record and counts from 0 again: all it says is new.
    */
   private noteOutsideStops(task: TaskRecord, inst: InstanceRecord, report: TaskReport): void {
     const count = report.outsideStops;

@@ -152,8 +152,9 @@ export const taskReportSchema = z.strictObject({
   checkpointError: z.string().max(4000).optional(),
   /**
    * Stops from outside the worker (a host shutdown, `docker stop`, a signal not from the worker) that this attempt of
-   * the task has had on this worker, each of which it resumed from its last checkpoint; absent when none. A worker that
-   * restarted counts from 0 again. The controller records each as a restart of the job.
+   * the task has had on this worker, each of which it resumed from its last checkpoint; absent when none. Kept with
+   * the task's record on the host: a restarted worker goes on counting; a new attempt, or a worker that lost the
+   * record, counts from 0. The controller records each as a restart of the job.
    */
   outsideStops: z.number().int().positive().max(MAX_REPORTED_OUTSIDE_STOPS).optional(),
   /** The job attempt this run belongs to (DesiredTask.attempt), so an older attempt's exit is not taken for this one's. */

@@ -17,7 +17,8 @@ const MAX_OUTSIDE_STOPS_WITHOUT_PROGRESS = 3;
 /**
  * Stops from outside in one attempt of a task on one worker, progress or not, after which an exit is taken at its
  * word: a task that gets a little further in every run (or writes a checkpoint whose bytes differ every time) and
- * ends on its own short of its declared iterations, or exits 143 by itself, would otherwise run again for ever.
+ * ends on its own short of its declared iterations, or exits 143 by itself, would otherwise run again for ever. The
+ * count is kept with the task's record on the host (task-record.ts), so a restarted worker goes on with it.
  */
 const MAX_OUTSIDE_STOPS_PER_ATTEMPT = 10;
 
@@ -27,14 +28,22 @@ export function reportedAll(t: LocalTask): boolean {
 }
 
 /**
- * An exit 0 that leaves the task short of the iterations its job declares. A task that never reported any (a gang's
- * coordinator, which writes no progress) is not short: its exit 0 is its end, or it would be run again after its
- * peers are gone, and wait for them for ever. A run that has not reported yet is short when an earlier run of it on
- * this worker did report (stoppedOutsideAt).
+ * An exit 0 that leaves the task short of the iterations its job declares. A task that has never reported any in any
+ * run (a gang's coordinator, which writes no progress) is not short: its exit 0 is its end, or it would be run again
+ * after its peers are gone, and wait for them for ever. Every run starts with an empty progress file, so a run that
+ * has not reported yet is short when the task has a past: it restored a checkpoint (resumed after a move, perhaps on
+ * a fresh worker, with part of its work done), uploaded one of its own, or an earlier run of it on this worker was
+ * stopped from outside having reported (stoppedOutsideAt). A coordinator that checkpoints thus loses its exemption:
+ * its exit 0 is taken as a stop until stops that get it no further are spent (outsideStopsSpent).
  */
 function endedShort(t: LocalTask): boolean {
   if (t.total === undefined || reportedAll(t)) return false;
-  return t.completed !== undefined || (t.stoppedOutsideAt ?? 0) > 0;
+  return (
+    t.completed !== undefined ||
+    t.restoredFrom !== undefined ||
+    t.checkpoint !== undefined ||
+    (t.stoppedOutsideAt ?? 0) > 0
+  );
 }
 
 /** What a stop from outside is to the task's executor, in the words of its log and report. */
@@ -79,9 +88,9 @@ export function stoppedFromOutside(
 /**
  * Why stops from outside are spent for the task, so that its exit is taken at its word (its exit 0 is its end, its
  * 143 a failure counted against its retries), or undefined while one more may be: 3 in a row that got it no further
- * (`further`: this run's, gotFurther), or 10 in this attempt on this worker (`inAttempt`), however far each got. A
- * job stopped again and again, each time getting further (a host restarted every night), resumes every time up to
- * that bound.
+ * (`further`: this run's, gotFurther), or 10 in this attempt on this host (`inAttempt`, worker restarts included),
+ * however far each got. A job stopped again and again, each time getting further (a host restarted every night),
+ * resumes every time up to that bound.
  */
 export function outsideStopsSpent(t: LocalTask, further: boolean, inAttempt: number): string | undefined {
   if (inAttempt >= MAX_OUTSIDE_STOPS_PER_ATTEMPT)

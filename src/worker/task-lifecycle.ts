@@ -65,14 +65,6 @@ export class TaskLifecycle {
   /** The checkpoint-stops waiting for their task to exit, by task: what a notice brings forward. */
   private readonly stopDeadlines = new Map<LocalTask, StopDeadline>();
   private readonly logs: TaskLogUploads;
-  /**
-   * Task → the stops from outside its current attempt has had on this worker (outside-stops.ts bounds them, and the
-   * controller shows them as restarts). Kept while this worker runs: a restarted one counts from 0 again.
-   */
-  private readonly outsideStopCounts = new Map<
-    string,
-    { readonly attempt: number; readonly stops: number }
-  >();
 
   constructor(
     private readonly options: AgentOptions,
@@ -345,7 +337,7 @@ export class TaskLifecycle {
     const records = await readPersistedTasks(join(this.options.workDir, 'tasks'));
     const out: TaskReport[] = [];
     for (const [taskId, saved] of records)
-      if (saved !== undefined) out.push(taskReport(taskFromRecord(taskId, saved)));
+      if (saved !== undefined) out.push(taskReport(taskFromRecord(taskId, saved), saved.attemptOutsideStops));
     return out;
   }
 
@@ -378,13 +370,7 @@ export class TaskLifecycle {
   }
 
   reports(): TaskReport[] {
-    return [...this.tasks.values()].map((t) => taskReport(t, this.outsideStopsInAttempt(t)));
-  }
-
-  /** The stops from outside the task's current attempt has had on this worker. */
-  private outsideStopsInAttempt(t: LocalTask): number {
-    const counted = this.outsideStopCounts.get(t.taskId);
-    return counted !== undefined && counted.attempt === (t.attempt ?? 1) ? counted.stops : 0;
+    return [...this.tasks.values()].map((t) => taskReport(t, t.attemptOutsideStops));
   }
 
   background(t: LocalTask, op: () => Promise<void>): void {
@@ -400,8 +386,10 @@ export class TaskLifecycle {
     // A new attempt here: the last one's watcher must not outlive it (stopWatching).
     const stale = previous?.watcher;
     if (previous !== undefined) previous.watcher = undefined;
-    // A rerun here of the same attempt after a stop (from outside, or a move): the stops from outside so far go on.
-    const rerun = previous?.phase === 'stopped' && (previous.attempt ?? 1) === (d.attempt ?? 1);
+    // The same attempt here again: the stops from outside it had here go on (outsideStopsSpent bounds them); a rerun
+    // after a stop (from outside, or a move) also goes on from how far they got.
+    const sameAttempt = previous !== undefined && (previous.attempt ?? 1) === (d.attempt ?? 1);
+    const rerun = sameAttempt && previous.phase === 'stopped';
     const t: LocalTask = {
       taskId: d.taskId,
       jobId: d.jobId,
@@ -417,6 +405,7 @@ export class TaskLifecycle {
       // A rerun here after stops from outside: how far they got, and how many got no further (stoppedFromOutside).
       stoppedOutsideAt: rerun ? previous?.stoppedOutsideAt : undefined,
       outsideStops: rerun ? previous?.outsideStops : undefined,
+      attemptOutsideStops: sameAttempt ? previous.attemptOutsideStops : undefined,
     };
     this.tasks.set(d.taskId, t);
     this.background(t, async () => {
@@ -731,7 +720,7 @@ export class TaskLifecycle {
    */
   private async stoppedOutside(t: LocalTask, outside: string, exitCode: number | undefined): Promise<void> {
     const further = await gotFurther(t, this.registration().store);
-    const inAttempt = this.outsideStopsInAttempt(t);
+    const inAttempt = t.attemptOutsideStops ?? 0;
     const spent = outsideStopsSpent(t, further, inAttempt);
     if (spent !== undefined) {
       this.log.warn(`task ${t.taskId}: ${spent}: its exit (code ${exitCode ?? '?'}) is taken at its word`);
@@ -741,12 +730,11 @@ export class TaskLifecycle {
     t.reason = outside;
     t.outsideStops = (further ? 0 : (t.outsideStops ?? 0)) + 1;
     t.stoppedOutsideAt = Math.max(t.completed ?? 0, t.stoppedOutsideAt ?? 0);
-    this.outsideStopCounts.set(t.taskId, { attempt: t.attempt ?? 1, stops: inAttempt + 1 });
+    t.attemptOutsideStops = inAttempt + 1;
     this.log.warn(`task ${t.taskId}: ${outside}`);
   }
 
   async forget(t: LocalTask): Promise<void> {
-    this.outsideStopCounts.delete(t.taskId);
     await t.watcher?.stop();
     await this.options.executor.remove(t.taskId).catch(() => undefined);
     await rm(this.taskDir(t.taskId), { recursive: true, force: true });

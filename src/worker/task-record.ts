@@ -38,6 +38,13 @@ const persistedSchema = z.object({
    */
   stoppedOutsideAt: z.number().optional(),
   outsideStops: z.number().int().nonnegative().optional(),
+  /**
+   * The stops from outside its attempt (`attempt`) has had on this host, got further or not: bounded per attempt
+   * (outside-stops.ts), and reported for the controller to record each as a restart. Kept here so that it only grows
+   * within an attempt: a worker that restarts goes on counting, and a stop after the restart is not taken for a
+   * repeat of the one before.
+   */
+  attemptOutsideStops: z.number().int().nonnegative().optional(),
   /** How far the log's stored segments reach, with the executor's note to find that point again (task-log.ts). */
   logPosition: z.object({ bytes: z.number(), resume: z.string().optional() }).optional(),
 });
@@ -85,6 +92,7 @@ export async function persistTask(taskDir: string, t: LocalTask): Promise<void> 
     ...(t.total === undefined ? {} : { total: t.total }),
     ...(t.stoppedOutsideAt === undefined ? {} : { stoppedOutsideAt: t.stoppedOutsideAt }),
     ...(t.outsideStops === undefined ? {} : { outsideStops: t.outsideStops }),
+    ...(t.attemptOutsideStops === undefined ? {} : { attemptOutsideStops: t.attemptOutsideStops }),
     ...(t.logPosition === undefined ? {} : { logPosition: t.logPosition }),
   };
   const path = join(taskDir, 'agent.json');
@@ -156,6 +164,7 @@ export function taskFromRecord(taskId: string, saved: PersistedTask): LocalTask 
     total: saved.total,
     stoppedOutsideAt: saved.stoppedOutsideAt,
     outsideStops: saved.outsideStops,
+    attemptOutsideStops: saved.attemptOutsideStops,
     logPosition: saved.logPosition,
     lastLogUploadMs: 0,
   };

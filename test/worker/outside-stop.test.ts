@@ -6,6 +6,7 @@ import type { DesiredTask } from '../../src/protocol/worker-protocol.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { readExitRecord } from '../../src/worker/exit-record.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
+import { readPersistedTask } from '../../src/worker/task-record.js';
 import { offlineLifecycle, shellTask, until, untilTaskEnded } from './agent-fixtures.js';
 
 /**
@@ -346,6 +347,87 @@ describe('a task the worker watches, stopped from outside', () => {
     expect(tasks.get('told-1.0')?.phase).toBe('stopped');
     await executor.remove('told-1.0');
     await tasks.stopWatchers();
+  });
+
+  it('a task resumed on a fresh worker after a move, stopped from outside before it reports in that run, is stopped', async () => {
+    const store = new FsObjectStore(join(tmp, 'moved-store'));
+    const loading = join(tmp, 'moved-loading');
+    // On SIGTERM it saves its count and exits 0, as the contract asks. Fresh, it reports 500 of 1000; resumed, it loads
+    // its state first (until a file that never comes), and only then would report.
+    const script =
+      `trap 'echo "$N" > "$FLEETWISE_CHECKPOINT_DIR/state"; exit 0' TERM; ` +
+      'if [ -f "$FLEETWISE_CHECKPOINT_DIR/state" ]; then ' +
+      `  : > ${loading}; while [ ! -e "$FLEETWISE_CHECKPOINT_DIR/never" ]; do sleep 0.02; done; ` +
+      'else N=500; fi; ' +
+      'echo "$(date +%s) $N" >> "$FLEETWISE_PROGRESS_FILE"; while :; do sleep 0.02; done';
+    const d = shellTask('moved-1.0', script, { totalIterations: 1000 });
+    // The first worker runs it to 500, then moves it: a checkpoint-stop it asks for.
+    const before = new ProcessExecutor({ stateDir: join(tmp, 'moved-executor-1') });
+    const first = offlineLifecycle(before, store, join(tmp, 'moved-work-1'), 20);
+    first.start(d);
+    await first.settle();
+    await until('500 reported', async () => {
+      await first.observe();
+      return first.get('moved-1.0')?.completed === 500 || undefined;
+    });
+    await first.stop(first.get('moved-1.0') as NonNullable<ReturnType<typeof first.get>>, true, {
+      signal: 'SIGTERM',
+      timeoutSeconds: 5,
+    });
+    expect(first.reports()[0]).toMatchObject({ state: 'stopped', checkpoint: expect.anything() });
+    await first.stopWatchers();
+    await before.remove('moved-1.0');
+
+    // The move's target, a worker that never ran it: a host shutdown's SIGTERM reaches it while it loads its state.
+    const after = new ProcessExecutor({ stateDir: join(tmp, 'moved-executor-2') });
+    const second = offlineLifecycle(after, store, join(tmp, 'moved-work-2'), 20);
+    second.start({ ...d, restore: true });
+    await second.settle();
+    expect(second.get('moved-1.0')?.restoredFrom).toBeDefined();
+    await until('the resumed run to load', async () => existsSync(loading) || undefined);
+    await after.signal('moved-1.0', 'SIGTERM');
+    await untilTaskEnded(second, 'moved-1.0');
+    // Half its work undone: not its end, but a stop it resumes from.
+    const [report] = second.reports();
+    expect(report).toMatchObject({ taskId: 'moved-1.0', state: 'stopped', exitCode: 0, outsideStops: 1 });
+    expect(report?.reason).toMatch(/short of its declared iterations \(0 of 1000\)/);
+    expect(await readExitRecord(store, { jobId: 'moved-1', taskId: 'moved-1.0' }, 1)).toBeUndefined();
+    await second.stopWatchers();
+    await after.remove('moved-1.0');
+  });
+
+  it('a restarted worker goes on counting the stops from outside of the attempt: each is a new one', async () => {
+    const stateDir = join(tmp, 'reboot-executor');
+    const store = new FsObjectStore(join(tmp, 'reboot-store'));
+    const workDir = join(tmp, 'reboot-work');
+    const d = shellTask('reboot-1.0', CHECKPOINTS_ON_TERM, { totalIterations: 100 });
+    const counts: (number | undefined)[] = [];
+    // A host rebooted every night: each time a shutdown's SIGTERM, then a new worker process that adopts the task.
+    for (let night = 1; night <= 3; night++) {
+      const executor = new ProcessExecutor({ stateDir });
+      const tasks = offlineLifecycle(executor, store, workDir, 20);
+      if (night > 1) {
+        await tasks.adopt();
+        // What the worker before it counted, it reports still.
+        expect(tasks.reports()[0]).toMatchObject({ state: 'stopped', outsideStops: night - 1 });
+      }
+      tasks.start({ ...d, restore: night > 1 });
+      await tasks.settle();
+      const progress = join(workDir, 'tasks', 'reboot-1.0', 'progress');
+      await until('progress to be written', async () => readIfThere(progress).includes(' 3') || undefined);
+      await tasks.observe();
+      await executor.signal('reboot-1.0', 'SIGTERM');
+      await untilTaskEnded(tasks, 'reboot-1.0');
+      counts.push(tasks.reports()[0]?.outsideStops);
+      await tasks.stopWatchers();
+    }
+    expect(counts).toEqual([1, 2, 3]);
+    // Kept with the task's record on the host, for the next worker.
+    expect(await readPersistedTask(join(workDir, 'tasks', 'reboot-1.0'))).toMatchObject({
+      attempt: 1,
+      attemptOutsideStops: 3,
+    });
+    await new ProcessExecutor({ stateDir }).remove('reboot-1.0');
   });
 
   it("takes no task's environment for its declared iterations (a COUNT_TO of 0 is the task's own business)", async () => {

@@ -46,11 +46,36 @@ function moveJob(ctx: ReconcileContext, job: JobRecord, target: JobState, reason
 }
 
 /**
+ * Where a move that waited for its new instances (make before break) is kept from its first stop going out until a
+ * worker reports one of its tasks stopped (effects/tasks.ts performStops): the job's `migrations` when the stop went,
+ * so that a move counted since (plan-intents.ts) is not counted twice.
+ */
+export const moveToCountKey = (jobId: string): string => `reconcile.move.${jobId}.uncounted`;
+
+/**
+ * The job's move kept to count (`moveToCountKey`) is over uncounted when no stop of it can report a task stopped any
+ * more: the job ended, or none of its stops is pending (those left failed with their instance). Otherwise a later,
+ * unrelated stop of the job could be counted for it, and the key would stay in the store for good.
+ */
+export function endMoveToCount(ctx: ReconcileContext, jobId: string): void {
+  const job = ctx.store.getJob(jobId);
+  if (job !== undefined && !isFinalJobState(job.state)) {
+    const taskIds = new Set(ctx.store.listTasks({ jobId }).map((t) => t.id));
+    const stopping = ctx.store
+      .listIntents({ states: ['pending'], kind: 'stop-task' })
+      .some((i) => i.kind === 'stop-task' && taskIds.has(i.payload.taskId));
+    if (stopping) return;
+  }
+  ctx.store.deleteValue(moveToCountKey(jobId));
+}
+
+/**
  * Tasks on (or headed to) an instance that can no longer host them go back to pending, their pending starts and
  * stops there are failed, and their jobs return to the queue. Returns the affected job ids.
  */
 export function releaseTasksOn(ctx: ReconcileContext, instanceId: string, reason: string): Set<string> {
   const jobs = new Set<string>();
+  const stopsFailed = new Set<string>();
   for (const intent of ctx.store.listIntents({ states: ['pending'] })) {
     if (
       (intent.kind === 'start-task' || intent.kind === 'stop-task') &&
@@ -59,8 +84,11 @@ export function releaseTasksOn(ctx: ReconcileContext, instanceId: string, reason
       ctx.store.failIntent(intent.id, reason);
       const task = ctx.store.getTask(intent.payload.taskId);
       if (task !== undefined) jobs.add(task.jobId);
+      if (task !== undefined && intent.kind === 'stop-task') stopsFailed.add(task.jobId);
     }
   }
+  // A move whose stop went down with the instance it left: no worker will report that task stopped.
+  for (const jobId of stopsFailed) endMoveToCount(ctx, jobId);
   const placed = ctx.store
     .listTasks({ instanceId })
     .filter((task) => PLACED_TASK_STATES.includes(task.state));

@@ -27,7 +27,7 @@ import { expandTasks } from '../../job-spec/tasks.js';
 import { isFinalJobState, PLACED_TASK_STATES } from '../../state/lifecycle.js';
 import type { InstanceRecord, IntentRecord, JobRecord, TaskRecord } from '../../state-store.js';
 import type { ReconcileContext } from '../context.js';
-import { abandonStartsTo, releaseTasksOn, settleJob } from '../jobs.js';
+import { abandonStartsTo, endMoveToCount, moveToCountKey, releaseTasksOn, settleJob } from '../jobs.js';
 import { Slices } from '../yielding.js';
 import { hasSpotNotice } from '../../spot-interruptions.js';
 import { notePrepared, notePreparedJobs } from './prepared-jobs.js';
@@ -72,13 +72,6 @@ function beginsMove(ctx: ReconcileContext, task: TaskRecord): boolean {
 }
 
 /**
- * Where a move that waited for its new instances (make before break) is kept from its first stop going out until a
- * worker reports one of its tasks stopped: the job's `migrations` when the stop went, so that a move counted since
- * (plan-intents.ts) is not counted twice.
- */
-const moveToCountKey = (jobId: string): string => `reconcile.move.${jobId}.uncounted`;
-
-/**
  * A stop in the job's move kept to count (`moveToCountKey`) came back with its task stopped: the move counts now,
  * once. Answers whether it did.
  */
@@ -113,7 +106,12 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
       task.instanceId !== instanceId ||
       !PLACED_TASK_STATES.includes(task.state)
     ) {
-      ctx.store.completeIntent(intent.id); // already off the instance
+      ctx.store.transaction(() => {
+        ctx.store.completeIntent(intent.id); // already off the instance
+        // Its job moved on first (the task succeeded, the job ended): a move kept to count is over, as below.
+        if (task !== undefined && ctx.store.getJob(task.jobId)?.state !== 'migrating')
+          ctx.store.deleteValue(moveToCountKey(task.jobId));
+      });
       continue;
     }
     // A job that ended while its move waited (a cancel, a sibling's failure): its task stops now, without the move's
@@ -564,6 +562,8 @@ export async function pollTaskStatuses(ctx: ReconcileContext): Promise<number> {
           : all.every((t) => t.state === 'succeeded')
             ? outcomeOf(ctx.store.setJobState(job.id, 'succeeded'))
             : undefined;
+      // Ended: a move of it kept to count never will be (its stops, if any, find no task to stop).
+      if (outcome !== undefined && isFinalJobState(outcome.job.state)) endMoveToCount(ctx, job.id);
       if (outcome === undefined && status === 'succeeded')
         settleJob(ctx, job.id, `task ${task.id} succeeded`);
       if (outcome === undefined) return undefined;
