@@ -782,7 +782,7 @@ export class Controller implements ControllerService {
       return { ...stored.report, monthReport: { from: 'stored', detail: stored.location } };
     return {
       ...this.costs(sinceSeconds, untilSeconds),
-      monthReport: { from: 'recomputed', detail: `${stored.why}: recomputed at today's prices` },
+      monthReport: { from: 'recomputed', detail: stored.why },
     };
   }
 

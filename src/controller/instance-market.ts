@@ -78,15 +78,12 @@ export function instanceBilledPricePerHour(
 /**
  * What an instance is billed at, $/hour: its pool's spot price when it runs on spot (`onSpot`, `launchedOnSpot`),
  * else its type's on-demand price; the on-demand price for a pool the catalog no longer lists. A type the catalog
- * lacks has no price: billing it at $0 would lower every bill and budget figure without a word, so it throws (the
- * controller's start makes sure its catalog has every type its state's instances ran).
+ * lacks is priced by the bundled catalog at the controller's start (`BillingTypes`), or, when that lacks it too (an
+ * orphan of another type, drained at once), said so at the start and billed at $0.
  */
 export function billedPricePerHour(catalog: Catalog, instance: InstanceRecord, onSpot: boolean): number {
   const type = typesByName(catalog).get(instance.typeName);
-  if (type === undefined)
-    throw new Error(
-      `unknown instance type ${instance.typeName} (instance ${instance.id}): the catalog in use has no price for it`,
-    );
+  if (type === undefined) return 0;
   if (!onSpot) return type.costPerHour;
   try {
     return marketPricePerHour(type.costPerHour, catalog.spot, type.name, 'spot', instance.availabilityZone);

@@ -74,7 +74,7 @@ describe("the controller's catalog and the types its state's instances ran", () 
   const warnings: string[] = [];
   const log = { warn: (message: string) => void warnings.push(message) };
 
-  it('takes a type the file lacks from the bundled catalog, with its spot pools and the price overrides', () => {
+  it('bills a type the file lacks at the bundled price, less the overrides, and never plans with it', () => {
     const path = write('no-c7i-large.json', {
       ...withoutLarge,
       ...(spotFile === undefined
@@ -86,20 +86,21 @@ describe("the controller's catalog and the types its state's instances ran", () 
     const loaded = loadConfigAndCatalog({ ...flags, provider: 'aws', catalog: path, config }, {});
     expect(loaded.catalog.types.some((t) => t.name === 'c7i.large')).toBe(false);
     warnings.length = 0;
-    // Only ended instances of it: billed at its bundled price (less the discount), never planned with.
     const ended = withStateInstanceTypes(
       loaded,
       [
-        { typeName: 'c7i.large', state: 'terminated' },
-        { typeName: 'c7i.xlarge', state: 'running' },
+        { id: 'inst-1', typeName: 'c7i.large', state: 'terminated', launchedAtSeconds: 10 },
+        { id: 'inst-2', typeName: 'c7i.large', state: 'draining', launchedAtSeconds: 20 },
+        { id: 'inst-3', typeName: 'c7i.xlarge', state: 'running', launchedAtSeconds: 30 },
       ],
-      { config },
       log,
     );
     expect(warnings).toEqual([
-      `the catalog ${path} lacks c7i.large, which this state's instances ran: its bundled capacities and prices are used to bill them`,
+      `the catalog ${path} lacks c7i.large, which this state's instances ran: they are billed at the bundled ` +
+        "catalog's prices, and not launched again",
     ]);
     expect(ended.catalog).toBe(loaded.catalog);
+    expect(ended.listCatalog).toBe(loaded.listCatalog);
     expect(ended.billingTypes.types.map((t) => [t.name, t.costPerHour])).toEqual([
       ['c7i.large', 0.08925 * 0.9],
     ]);
@@ -108,71 +109,65 @@ describe("the controller's catalog and the types its state's instances ran", () 
       'us-east-1b',
       'us-east-1c',
     ]);
+    // A launch the cloud refused was never billed: no word of its type.
     warnings.length = 0;
-    // One still up: planned with too, as the rounds must place on it.
-    const merged = withStateInstanceTypes(
+    const refused = withStateInstanceTypes(
       loaded,
-      [
-        { typeName: 'c7i.large', state: 'terminated' },
-        { typeName: 'c7i.xlarge', state: 'running' },
-        { typeName: 'c7i.large', state: 'running' },
-      ],
-      { config },
+      [{ id: 'inst-4', typeName: 'g5.xlarge', state: 'terminated' }],
       log,
     );
-    expect(warnings).toEqual([
-      `the catalog ${path} lacks c7i.large, which this state's instances ran: its bundled capacities and prices are used; c7i.large planned with too, while instances of it run`,
-    ]);
-    expect(merged.billingTypes.types).toEqual([]);
-    expect(merged.listCatalog.types.find((t) => t.name === 'c7i.large')?.costPerHour).toBe(0.08925);
-    expect(merged.catalog.types.find((t) => t.name === 'c7i.large')?.costPerHour).toBeCloseTo(
-      0.08925 * 0.9,
-      9,
-    );
-    expect(
-      merged.catalog.spot?.offerings.filter((o) => o.typeName === 'c7i.large').map((o) => o.zone),
-    ).toEqual(['us-east-1a', 'us-east-1b', 'us-east-1c']);
+    expect(refused.billingTypes.types).toEqual([]);
+    expect(warnings).toEqual([]);
     // Nothing missing: the catalogs as loaded, no word.
-    warnings.length = 0;
     expect(
-      withStateInstanceTypes(loaded, [{ typeName: 'c7i.xlarge', state: 'running' }], { config }, log).catalog,
+      withStateInstanceTypes(loaded, [{ id: 'inst-3', typeName: 'c7i.xlarge', state: 'running' }], log)
+        .catalog,
     ).toBe(loaded.catalog);
     expect(warnings).toEqual([]);
   });
 
-  it('refuses a type neither has, a type missing from the bundled catalog itself, and another region’s stand-in', () => {
+  it('refuses an instance the rounds still place on of a type the file lacks; bills one no catalog has at $0, said so', () => {
     const path = write('no-c7i-large-on-demand.json', withoutLarge);
     const loaded = loadConfigAndCatalog({ ...flags, provider: 'local', catalog: path }, {});
     const e = refusal(() =>
       withStateInstanceTypes(
         loaded,
         [
-          { typeName: 'c7i.large', state: 'running' },
-          { typeName: 'm7i.large', state: 'terminated' },
+          { id: 'inst-1', typeName: 'c7i.large', state: 'running', launchedAtSeconds: 10 },
+          { id: 'inst-2', typeName: 'c7i.large', state: 'requested' },
+          { id: 'inst-3', typeName: 'c7i.large', state: 'terminated', launchedAtSeconds: 5 },
         ],
-        {},
         log,
       ),
     );
     expect(e.source).toBe(path);
     expect(e.problems).toEqual([
-      "types: the catalog lacks m7i.large, which this state's instances ran, and the bundled catalog lacks them too: " +
-        'reports could not price them; start with a catalog that has them (`fleetwise catalog refresh --region ' +
-        'us-east-1 --families c7i,m7i,p3,r7i --out FILE`, then `--catalog FILE`)',
+      'types: the catalog lacks c7i.large, the type of inst-1 (running), inst-2 (requested): the rounds could not ' +
+        'place on them; start with a catalog that has it (the one they were launched with) until they have ended ' +
+        '(`fleetwise drain ID`)',
     ]);
-    const bundled = loadConfigAndCatalog({ ...flags, provider: 'local' }, {});
-    expect(
-      refusal(() =>
-        withStateInstanceTypes(bundled, [{ typeName: 'm7i.large', state: 'terminated' }], {}, log),
-      ).problems[0],
-    ).toMatch(
-      /^types: the catalog lacks m7i\.large, which this state's instances ran, and it is the bundled catalog:/,
+    warnings.length = 0;
+    const orphan = withStateInstanceTypes(
+      loaded,
+      [{ id: 'inst-5', typeName: 'm7i.large', state: 'terminating', launchedAtSeconds: 10 }],
+      log,
     );
+    expect(orphan.billingTypes.types).toEqual([]);
+    expect(warnings).toEqual([
+      `the catalog ${path} lacks m7i.large, which this state's instances ran, and so does the bundled catalog: ` +
+        'they are billed at $0 (`fleetwise catalog refresh --region us-east-1 --families c7i,m7i,p3,r7i --out FILE`, ' +
+        'then `--catalog FILE`, prices them)',
+    ]);
+    warnings.length = 0;
     const elsewhere = write('eu-no-c7i-large.json', { ...withoutLarge, region: 'eu-west-1' });
     const eu = loadConfigAndCatalog({ ...flags, provider: 'local', catalog: elsewhere }, {});
-    expect(
-      refusal(() => withStateInstanceTypes(eu, [{ typeName: 'c7i.large', state: 'running' }], {}, log))
-        .problems[0],
-    ).toMatch(/and the bundled catalog is for us-east-1, not eu-west-1: reports could not price them/);
+    withStateInstanceTypes(
+      eu,
+      [{ id: 'inst-6', typeName: 'c7i.large', state: 'terminated', launchedAtSeconds: 1 }],
+      log,
+    );
+    expect(warnings[0]).toMatch(
+      /and the bundled catalog is for us-east-1, not eu-west-1: they are billed at \$0/,
+    );
   });
 });

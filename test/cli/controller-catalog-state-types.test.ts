@@ -1,8 +1,8 @@
 /**
  * A controller restarted with a catalog that lacks an instance type its state's instances ran (a `catalog refresh
  * --families` that left the family out, a hand-edited file) still bills them: the bundled catalog's type stands in,
- * with a warning naming it; a type neither has refuses the start, naming it and the file. Through the real CLI, on a
- * state whose instances ended before the start.
+ * with a warning naming it, and is not planned with; an instance of it the rounds would still place on refuses the
+ * start, naming it and the file. Through the real CLI.
  */
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -53,8 +53,15 @@ function catalogWithout(typeName: string): string {
   return path;
 }
 
-/** A state directory whose store holds one instance of `typeName` that ran an hour, two hours ago. */
-function stateWithEndedInstance(name: string, typeName: string): { stateDir: string; instanceId: string } {
+/**
+ * A state directory whose store holds one instance of `typeName` that ran an hour, two hours ago (`ended`), or that
+ * has run since then (still running as far as the state knows).
+ */
+function stateWithInstance(
+  name: string,
+  typeName: string,
+  ended = true,
+): { stateDir: string; instanceId: string } {
   const stateDir = join(scratch, name);
   mkdirSync(stateDir, { recursive: true, mode: 0o700 });
   let now = Math.floor(Date.now() / 1000) - 7200;
@@ -64,7 +71,7 @@ function stateWithEndedInstance(name: string, typeName: string): { stateDir: str
     store.setInstanceState(inst.id, 'launching', { cloudId: `local-${inst.id}` });
     store.setInstanceState(inst.id, 'running');
     now += 3600;
-    store.setInstanceState(inst.id, 'terminated');
+    if (ended) store.setInstanceState(inst.id, 'terminated');
     return { stateDir, instanceId: inst.id };
   } finally {
     store.close();
@@ -72,13 +79,13 @@ function stateWithEndedInstance(name: string, typeName: string): { stateDir: str
 }
 
 describe('a controller started with a catalog that lacks a type its state ran', () => {
-  it('takes the type from the bundled catalog, says so, and bills its instances at its bundled price', async () => {
-    const { stateDir, instanceId } = stateWithEndedInstance('bundled-fallback', 'c7i.large');
+  it("bills its ended instances at the bundled catalog's price, and says so", async () => {
+    const { stateDir, instanceId } = stateWithInstance('bundled-fallback', 'c7i.large');
     const ctl = await startLocalController(stateDir, { args: ['--catalog', catalogWithout('c7i.large')] });
     started.push(ctl);
     expect(ctl.stderr()).toContain(
       `the catalog ${join(scratch, 'without-c7i.large.json')} lacks c7i.large, which this state's instances ran: ` +
-        'its bundled capacities and prices are used',
+        "they are billed at the bundled catalog's prices, and not launched again",
     );
     const costs = await ctl.api('GET', '/v1/costs');
     expect(costs.status, costs.text).toBe(200);
@@ -89,12 +96,12 @@ describe('a controller started with a catalog that lacks a type its state ran', 
     expect(line?.cost).toBeCloseTo(0.08925, 6);
   }, 120_000);
 
-  it('refuses to start when neither it nor the bundled catalog has the type, naming both', async () => {
-    const { stateDir } = stateWithEndedInstance('no-such-type', 'm7i.large');
+  it('refuses to start while an instance of the type still runs, naming it and the file', async () => {
+    const { stateDir, instanceId } = stateWithInstance('still-running', 'c7i.large', false);
     const path = catalogWithout('c7i.large');
     const ctl = await spawnLocalController(stateDir, { args: ['--catalog', path] });
     started.push(ctl);
-    // It exits, or serves (a start that would bill the type at nothing).
+    // It exits, or serves (a start whose rounds would fail on the instance's type).
     const outcome = await until(
       'the controller to exit or serve',
       () => ctl.process.exitCode ?? (ctl.stdout().includes('API http://') ? 'served' : undefined),
@@ -103,8 +110,7 @@ describe('a controller started with a catalog that lacks a type its state ran', 
     expect(outcome).toBe(2);
     expect(ctl.stderr()).toContain(`fleetwise: invalid input: ${path}\n`);
     expect(ctl.stderr()).toContain(
-      "types: the catalog lacks m7i.large, which this state's instances ran, and the bundled catalog lacks them " +
-        'too: reports could not price them',
+      `types: the catalog lacks c7i.large, the type of ${instanceId} (running): the rounds could not place on them`,
     );
     expect(ctl.stdout()).not.toContain('API http://');
   }, 120_000);

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -94,5 +94,20 @@ describe('a token from the environment beside a token file', () => {
     expect(readFileSync(same, 'utf8')).toBe(`${ENV_TOKEN}\n`);
     expect(existsSync(missing)).toBe(false);
     expect(warnings).toEqual([]);
+  });
+
+  it('starts on the environment token when the file cannot be read, saying so and leaving it', () => {
+    const unreadable = join(scratch, 'admin-token-a-directory');
+    mkdirSync(unreadable);
+    const warnings: string[] = [];
+    const source = adminTokenFor({ FLEETWISE_ADMIN_TOKEN: ENV_TOKEN }, unreadable, (line) =>
+      warnings.push(line),
+    );
+    expect(source).toEqual({ value: ENV_TOKEN, file: undefined });
+    expect(existsSync(unreadable)).toBe(true);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(
+      new RegExp(`^warning: could not read ${unreadable} \\(EISDIR.*\\); FLEETWISE_ADMIN_TOKEN is used$`),
+    );
   });
 });

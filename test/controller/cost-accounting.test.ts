@@ -2,7 +2,11 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import { clusterView } from '../../src/controller/explain.js';
-import { billedPricePerHour, launchedOnSpot } from '../../src/controller/instance-market.js';
+import {
+  billedPricePerHour,
+  launchedOnSpot,
+  withBillingTypes,
+} from '../../src/controller/instance-market.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import {
   attributeCosts,
@@ -564,7 +568,7 @@ describe('what instances are billed at', () => {
     expect(view.costPerHour).toBeCloseTo(0.9486 + 3.06, 9);
   });
 
-  it('an instance of a type the catalog lacks is not billed at $0: the report fails, naming the type', () => {
+  it('an instance of a type the catalog lacks is billed at the bundled price the start passes, else at $0', () => {
     const full = loadCatalogFile();
     const catalog = { ...full, types: full.types.filter((t) => t.name !== 'c7i.large') };
     let now = 1000;
@@ -573,10 +577,16 @@ describe('what instances are billed at', () => {
     store.setInstanceState(inst.id, 'launching', { cloudId: `i-${inst.id}` });
     now += 3600;
     store.setInstanceState(inst.id, 'terminated');
-    expect(() => billedPricePerHour(catalog, inst, false)).toThrow(
-      `unknown instance type c7i.large (instance ${inst.id}): the catalog in use has no price for it`,
-    );
-    expect(() => computeCostReport(store, catalog, now)).toThrow(/unknown instance type c7i\.large/);
-    expect(computeCostReport(store, full, now).totalCost).toBeCloseTo(0.08925, 9);
+    // An orphan of a type no catalog prices: nothing to bill it at (the start says so), and the report still answers.
+    expect(billedPricePerHour(catalog, inst, false)).toBe(0);
+    expect(computeCostReport(store, catalog, now).totalCost).toBe(0);
+    const large = full.types.filter((t) => t.name === 'c7i.large');
+    const billing = withBillingTypes(catalog, { types: large, spotOfferings: [] });
+    expect(billing.types.map((t) => t.name)).toContain('c7i.large');
+    expect(computeCostReport(store, billing, now).totalCost).toBeCloseTo(0.08925, 9);
+    // A type the catalog has keeps its own price.
+    expect(
+      withBillingTypes(full, { types: large.map((t) => ({ ...t, costPerHour: 9 })), spotOfferings: [] }),
+    ).toBe(full);
   });
 });

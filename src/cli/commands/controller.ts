@@ -109,7 +109,7 @@ export async function runController(
       catalog: loadedCatalog,
       listCatalog,
       billingTypes,
-    } = withStateInstanceTypes(loaded, state.store.listInstances(), flags, log);
+    } = withStateInstanceTypes(loaded, state.store.listInstances(), log);
     const fleet = await setUpFleet({ config, catalog: loadedCatalog, env, state, secretFiles, log });
     // Spot is planned only in the pools of the zones the fleet can launch in.
     const inFleetZones = (c: Catalog): Catalog =>

@@ -38,7 +38,7 @@ export function renderCosts(report: CostsResponse): string {
     out.push(
       costs.monthReport.from === 'stored'
         ? `as stored when the month ended: ${costs.monthReport.detail}`
-        : `recomputed: ${costs.monthReport.detail}`,
+        : `recomputed at today's prices: ${costs.monthReport.detail}`,
     );
   if (typeof costs.idleCost === 'number') out.push(`idle instance time: ${formatDollars(costs.idleCost)}`);
   if (typeof costs.migrationOverheadCost === 'number')

@@ -7,7 +7,7 @@ import type { BillingTypes } from '../../../controller/instance-market.js';
 import type { ControllerFlags } from '../../../controller/config-flags.js';
 import { loadControllerConfig } from '../../../controller/config-loading.js';
 import type { ControllerLogger } from '../../../controller/seams.js';
-import type { InstanceRecord } from '../../../controller/state-store.js';
+import type { InstanceRecord, InstanceState } from '../../../controller/state-store.js';
 import { ValidationError } from '../../../core/validation.js';
 
 /** The controller's configuration and the instance catalog it plans with. */
@@ -58,61 +58,74 @@ function catalogsFrom(
   return { catalog, listCatalog };
 }
 
-/** The catalogs, and the types only ended instances of the state ran that the catalog lacks (`billingTypes`). */
+/** The catalogs, and the types the catalog lacks that the state's instances ran, to bill them (`billingTypes`). */
 export interface StateCatalogs extends ConfigAndCatalog {
   /**
-   * Types the catalog lacks that only ended instances ran, with their spot pools, from the bundled catalog (at the
-   * configuration's discounts): their reports still bill them, but nothing plans with them, so a family left out of
-   * the catalog is not launched again.
+   * Types the catalog lacks that the state's launched instances ran, with their spot pools, from the bundled catalog
+   * (at the configuration's discounts): reports bill with them; nothing plans with them, so a family left out of the
+   * catalog is not launched again.
    */
   readonly billingTypes: BillingTypes;
 }
 
+/** Instance states the rounds place on and carry out launches for: their type must be one the catalog plans with. */
+const PLANNED_STATES: ReadonlySet<InstanceState> = new Set(['requested', 'launching', 'running']);
+
 /**
- * The catalogs with every instance type the state's instances were of, ended ones included: reports bill every past
- * instance at the catalog's price of its type, so a type the catalog lacks (a `catalog refresh --families` that left
- * its family out, a hand-edited file) would be billed at nothing. A type the bundled catalog of the same region has
- * is taken from it, with a warning naming it: into the catalogs planned with (capacities, prices and spot pools) when
- * an instance of it is still up, which the rounds must place on; as `billingTypes` only when all its instances have
- * ended. One the bundled catalog lacks too refuses the start, naming the types and the catalog file.
+ * The catalog checked against the state's instances. Reports bill every launched instance, ended ones included, at
+ * the catalog's price of its type, so a type the catalog lacks (a `catalog refresh --families` that left its family
+ * out, a hand-edited file) would be billed at nothing: such a type is billed at the bundled catalog's prices (of the
+ * same region), with a warning naming it, and never planned with; one the bundled catalog lacks too (an orphan of
+ * another type, drained at once) stays at $0, said so. An instance the rounds still place on (requested, launching,
+ * running) must be of a type the catalog has: the start is refused, naming the instances and the file.
  */
 export function withStateInstanceTypes(
   loaded: ConfigAndCatalog,
-  instances: readonly Pick<InstanceRecord, 'typeName' | 'state'>[],
-  flags: Pick<ControllerFlags, 'config'>,
+  instances: readonly Pick<InstanceRecord, 'id' | 'typeName' | 'state' | 'launchedAtSeconds'>[],
   log: Pick<ControllerLogger, 'warn'>,
 ): StateCatalogs {
   const { fileCatalog, catalogPath } = loaded;
   const known = typesByName(fileCatalog);
-  const missing = [...new Set(instances.map((i) => i.typeName))].filter((t) => !known.has(t)).sort();
-  if (missing.length === 0) return { ...loaded, billingTypes: { types: [], spotOfferings: [] } };
-  const bundled = bundledFallback(fileCatalog, catalogPath);
-  const absent =
-    bundled.catalog === undefined ? missing : missing.filter((t) => !typesByName(bundled.catalog).has(t));
-  if (bundled.catalog === undefined || absent.length > 0)
+  const unknown = instances.filter((i) => !known.has(i.typeName));
+  const placed = unknown.filter((i) => PLANNED_STATES.has(i.state));
+  if (placed.length > 0)
     throw new ValidationError(catalogPath, [
-      `types: the catalog lacks ${absent.join(', ')}, which this state's instances ran, and ` +
-        `${bundled.catalog === undefined ? bundled.why : 'the bundled catalog lacks them too'}: reports could not ` +
-        `price them; start with a catalog that has them (\`fleetwise catalog refresh --region ${fileCatalog.region} ` +
-        `--families ${familiesOf(fileCatalog, absent).join(',')} --out FILE\`, then \`--catalog FILE\`)`,
+      `types: the catalog lacks ${[...new Set(placed.map((i) => i.typeName))].sort().join(', ')}, the type of ` +
+        `${placed.map((i) => `${i.id} (${i.state})`).join(', ')}: the rounds could not place on them; start with a ` +
+        'catalog that has it (the one they were launched with) until they have ended (`fleetwise drain ID`)',
     ]);
-  const live = new Set(
-    instances.filter((i) => i.state !== 'terminated' && missing.includes(i.typeName)).map((i) => i.typeName),
-  );
-  const planned = missing.filter((t) => live.has(t));
-  const billedOnly = missing.filter((t) => !live.has(t));
-  log.warn(
-    `the catalog ${catalogPath} lacks ${missing.join(', ')}, which this state's instances ran: ` +
-      `${missing.length === 1 ? 'its' : 'their'} bundled capacities and prices are used` +
-      (planned.length === 0
-        ? ' to bill them'
-        : `; ${planned.join(', ')} planned with too, while instances of it run`),
-    { types: missing, catalog: catalogPath },
-  );
-  const billingTypes = discounted(bundled.catalog, new Set(billedOnly), loaded.config.priceOverrides);
-  if (planned.length === 0) return { ...loaded, billingTypes };
-  const merged = withTypesOf(fileCatalog, bundled.catalog, new Set(planned));
-  return { ...loaded, ...catalogsFrom(loaded.config, merged, flags), fileCatalog: merged, billingTypes };
+  // Only launched instances are billed (a launch the cloud refused costs nothing).
+  const missing = [
+    ...new Set(unknown.filter((i) => i.launchedAtSeconds !== undefined).map((i) => i.typeName)),
+  ].sort();
+  const none: BillingTypes = { types: [], spotOfferings: [] };
+  if (missing.length === 0) return { ...loaded, billingTypes: none };
+  const bundled = bundledFallback(fileCatalog, catalogPath);
+  const bundledTypes =
+    bundled.catalog === undefined ? new Map<string, unknown>() : typesByName(bundled.catalog);
+  const priced = missing.filter((t) => bundledTypes.has(t));
+  const unpriced = missing.filter((t) => !bundledTypes.has(t));
+  if (priced.length > 0)
+    log.warn(
+      `the catalog ${catalogPath} lacks ${priced.join(', ')}, which this state's instances ran: they are billed at ` +
+        "the bundled catalog's prices, and not launched again",
+      { types: priced, catalog: catalogPath },
+    );
+  if (unpriced.length > 0)
+    log.warn(
+      `the catalog ${catalogPath} lacks ${unpriced.join(', ')}, which this state's instances ran, and ` +
+        `${bundled.catalog === undefined ? bundled.why : 'so does the bundled catalog'}: they are billed at $0 ` +
+        `(\`fleetwise catalog refresh --region ${fileCatalog.region} --families ` +
+        `${familiesOf(fileCatalog, unpriced).join(',')} --out FILE\`, then \`--catalog FILE\`, prices them)`,
+      { types: unpriced, catalog: catalogPath },
+    );
+  return {
+    ...loaded,
+    billingTypes:
+      bundled.catalog === undefined || priced.length === 0
+        ? none
+        : discounted(bundled.catalog, new Set(priced), loaded.config.priceOverrides),
+  };
 }
 
 /** `names`' types and spot pools of `from`, at the overrides' discounts (their per-type prices name the catalog's types). */
@@ -153,18 +166,6 @@ function familiesOf(catalog: Catalog, missing: readonly string[]): string[] {
     ...missing.map((t) => t.split('.')[0] ?? t),
   ]);
   return [...families].sort();
-}
-
-/** `catalog` with `names`' types from `from`, and their spot pools where `catalog` has a spot market. */
-function withTypesOf(catalog: Catalog, from: Catalog, names: ReadonlySet<string>): Catalog {
-  const types = [...catalog.types, ...from.types.filter((t) => names.has(t.name))];
-  if (catalog.spot === undefined) return { ...catalog, types };
-  const offerings = (from.spot?.offerings ?? []).filter((o) => names.has(o.typeName));
-  return {
-    ...catalog,
-    types,
-    spot: { ...catalog.spot, offerings: [...catalog.spot.offerings, ...offerings] },
-  };
 }
 
 /**

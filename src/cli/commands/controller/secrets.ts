@@ -87,7 +87,15 @@ function tokenFor(envName: string, env: NodeJS.ProcessEnv, file: string, warn: S
     throw new ValidationError(envName, [
       `${problem} (unset it to have one generated in the state directory)`,
     ]);
-  const fileToken = readIfPresent(file)?.trim();
+  let fileToken: string | undefined;
+  try {
+    fileToken = readIfPresent(file)?.trim();
+  } catch (e) {
+    // Not the token in force, so no reason to refuse the start: said, and left as it is.
+    warn(
+      `warning: could not read ${file} (${e instanceof Error ? e.message : String(e)}); ${envName} is used`,
+    );
+  }
   if (fileToken !== undefined && fileToken !== '' && fileToken !== envToken) {
     rmSync(file, { force: true });
     warn(
