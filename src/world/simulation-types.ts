@@ -5,6 +5,7 @@ import type { PredictionFork } from '../round/round.js';
 import type { Scheduler } from '../scheduler/types.js';
 import type { GroundTruth } from './ground-truth.js';
 import type { NetworkConfig } from './network-config.js';
+import type { TaskRate } from './progress.js';
 import type { SpotSimulation } from './spot-world.js';
 import type { Trace } from './trace.js';
 import type { SimWorld } from './world.js';
@@ -131,3 +132,19 @@ export interface PredictedTimes {
 }
 
 export type Predictor = (request: PredictionRequest) => ReadonlyMap<string, PredictedTimes>;
+
+/** How a prediction run starts: from a world, with the scheduler's expected rates and a copy of the queue state. */
+export interface ForkSetup {
+  readonly world: SimWorld;
+  /** The scheduler's expected rates (the prediction's model of interference). */
+  readonly rateOf: TaskRate;
+  /** The copy of the queue state (undefined: every job admitted). */
+  readonly admission: Admission | undefined;
+  /** Stop once these jobs have finished. */
+  readonly targets: ReadonlySet<string>;
+  /**
+   * Asked before each step with the simulated time reached: true stops the run there, as the time limit does
+   * (unfinished targets stay null). A caller's time budget; the engine itself reads no clock.
+   */
+  readonly shouldStop?: ((simulatedSeconds: number) => boolean) | undefined;
+}

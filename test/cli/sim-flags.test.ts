@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseQuotaFlag } from '../../src/cli/commands/simulate.js';
+import { parseQuotaFlag } from '../../src/cli/commands/simulate-options.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

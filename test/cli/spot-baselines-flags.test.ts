@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { parseSimulateArgs, simulationPlan } from '../../src/cli/commands/simulate.js';
+import { parseSimulateArgs } from '../../src/cli/commands/simulate.js';
+import { simulationPlan } from '../../src/cli/commands/simulate-plan.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 
 /**

@@ -31,7 +31,8 @@ import { batchProgress } from '../batch-progress.js';
 import { checkOutputDirectory } from '../output-target.js';
 import { formatTable } from '../table.js';
 import { flagProblems, numberText, positiveInteger } from './sim-flags.js';
-import { parseSimulateArgs, simulationPlan } from './simulate.js';
+import { parseSimulateArgs } from './simulate.js';
+import { simulationPlan } from './simulate-plan.js';
 
 /** Raw commander values; validated by `optionsSchema`. */
 interface RawArmsOptions {

@@ -1,0 +1,155 @@
+import { z } from 'zod';
+import type { FamilyGroupQuota } from '../../core/quota-groups.js';
+import { ValidationError } from '../../core/validation.js';
+import { knownQuotaGroups } from '../../controller/config.js';
+import { ADMIT_BY } from '../../queue/admission.js';
+import { parseSchedulerList } from '../../scheduler/registry.js';
+import { QUEUE_KINDS } from '../../sim/queue-options.js';
+import {
+  flagProblems,
+  inferFormat,
+  numberText,
+  positiveInteger,
+  priceOverridesOptionField,
+  roundSecondsFlag,
+  simulatedPeriodSeconds,
+  traceOptionFields,
+  valueOfTimeItem,
+} from './sim-flags.js';
+
+/** Raw commander values (strings); validated by `optionsSchema`. */
+export interface RawSimulateOptions {
+  readonly trace?: string;
+  readonly format?: string;
+  readonly jobs?: string;
+  readonly seed?: string;
+  readonly multiTask?: string;
+  readonly scheduler: string;
+  readonly catalog?: string;
+  readonly priceOverrides?: string;
+  readonly out?: string;
+  readonly json?: boolean;
+  readonly roundSeconds?: string;
+  readonly earlyRounds?: boolean;
+  readonly evaDefaultRate?: string;
+  readonly colocationTable?: string;
+  readonly saveColocationTable?: string;
+  readonly evaPrices?: string;
+  readonly evaPackingEfficiency?: string;
+  readonly evaPaybackMargin?: string;
+  readonly valueOfTime?: string;
+  readonly targetSlowdown?: string;
+  readonly pairwiseInterference?: string;
+  readonly parallel?: string;
+  readonly capDollarsPerHour?: string;
+  readonly capInstances?: string;
+  readonly queue?: string;
+  readonly predict?: boolean;
+  readonly quota?: string[];
+  readonly queueConfig?: string;
+  readonly runtime?: string;
+  readonly config?: string;
+  readonly pollSeconds?: string;
+  readonly latencyConfig?: string;
+  readonly coStart?: string;
+  readonly placeBetweenRounds?: string;
+  readonly makeBeforeBreak?: string;
+  readonly bind?: string;
+  readonly admitBy?: string;
+  readonly spot?: string;
+  readonly checkpointMinutes?: string;
+  readonly spotBursts?: string;
+  readonly spotRebalance?: string;
+  readonly spotFalseRebalances?: string;
+}
+
+const onOff = z.enum(['on', 'off']);
+
+const rate = z.number().gt(0, 'must be > 0').max(1, 'must be ≤ 1');
+
+/** `--runtime`: the simulator's event engine, or the real controller on a virtual clock (src/sim/controller-runtime/). */
+export const RUNTIMES = ['engine', 'controller'] as const;
+
+const optionsSchema = z.object({
+  ...traceOptionFields,
+  ...priceOverridesOptionField,
+  out: z.string().min(1).optional(),
+  json: z.boolean().optional(),
+  roundSeconds: roundSecondsFlag.optional(),
+  earlyRounds: z.boolean().optional(),
+  evaDefaultRate: numberText(rate).optional(),
+  colocationTable: z.string().min(1).optional(),
+  saveColocationTable: z.string().min(1).optional(),
+  evaPrices: z.enum(['standalone', 'packed']).optional(),
+  evaPackingEfficiency: numberText(rate).optional(),
+  evaPaybackMargin: numberText(z.number().min(1, 'must be ≥ 1').max(1000, 'must be ≤ 1000')).optional(),
+  valueOfTime: z
+    .string()
+    .transform((text) => text.split(','))
+    .pipe(
+      z
+        .array(valueOfTimeItem)
+        .min(1)
+        .max(16, 'at most 16 values in one sweep')
+        .refine((values) => new Set(values).size === values.length, 'values must differ'),
+    )
+    .optional(),
+  targetSlowdown: numberText(z.number().gt(0, 'must be > 0').lt(1, 'must be < 1')).optional(),
+  pairwiseInterference: numberText(rate).optional(),
+  parallel: numberText(positiveInteger).optional(),
+  capDollarsPerHour: numberText(z.number().positive('must be > 0')).optional(),
+  capInstances: numberText(positiveInteger).optional(),
+  queue: z.enum(QUEUE_KINDS).optional(),
+  predict: z.boolean().optional(),
+  quota: z.array(z.string()).optional(),
+  queueConfig: z.string().min(1).optional(),
+  runtime: z.enum(RUNTIMES).optional(),
+  config: z.string().min(1).optional(),
+  pollSeconds: numberText(simulatedPeriodSeconds).optional(),
+  latencyConfig: z.string().min(1).optional(),
+  coStart: onOff.optional(),
+  placeBetweenRounds: onOff.optional(),
+  makeBeforeBreak: onOff.optional(),
+  bind: onOff.optional(),
+  admitBy: z.enum(ADMIT_BY).optional(),
+  spot: z.enum(['off', 'on'], { message: 'must be off or on' }).optional(),
+  checkpointMinutes: numberText(z.number().min(0, 'must be ≥ 0 (0: jobs never checkpoint)')).optional(),
+  spotBursts: numberText(z.number().min(0, 'must be ≥ 0')).optional(),
+  spotRebalance: numberText(z.number().min(0, 'must be in [0, 1]').max(1, 'must be in [0, 1]')).optional(),
+  spotFalseRebalances: numberText(z.number().min(0, 'must be ≥ 0')).optional(),
+});
+
+/**
+ * `--quota group:vcpus=N,gpus=M` (repeatable): an AWS-style on-demand quota per family group (src/queue/caps.ts
+ * awsQuotaGroup: `p` for P3, `standard` for C7i/R7i).
+ */
+export function parseQuotaFlag(text: string): FamilyGroupQuota {
+  const problem = (why: string) =>
+    new ValidationError('--quota', [`"${text}": ${why}; expected group:vcpus=N[,gpus=M], e.g. p:gpus=16`]);
+  const m = /^\s*([a-z0-9-]+)\s*:\s*(.+)$/i.exec(text);
+  if (m === null) throw problem('missing the group name or its limits');
+  const limits: { maxVcpus?: number; maxGpus?: number } = {};
+  for (const part of (m[2] as string).split(',')) {
+    const kv = /^\s*(vcpus|gpus)\s*=\s*(\d+(\.\d+)?)\s*$/i.exec(part);
+    if (kv === null) throw problem(`"${part.trim()}" is not vcpus=N or gpus=N`);
+    const value = Number(kv[2]);
+    if ((kv[1] as string).toLowerCase() === 'vcpus') limits.maxVcpus = value;
+    else limits.maxGpus = value;
+  }
+  const group = (m[1] as string).toLowerCase();
+  // A group no instance counts against would be a cap that never binds, silently.
+  if (!knownQuotaGroups().includes(group))
+    throw problem(`no instance counts against group ${group} (groups: ${knownQuotaGroups().join(', ')})`);
+  return { group, ...limits };
+}
+
+/** The command's options validated: the schedulers named, the trace's format, every flag as its value. */
+export function parseSimulateOptions(raw: RawSimulateOptions) {
+  const { scheduler, ...rest } = raw;
+  const schedulers = parseSchedulerList(scheduler);
+  const parsed = optionsSchema.safeParse(rest);
+  if (!parsed.success) throw new ValidationError('fleetwise simulate options', flagProblems(parsed.error));
+  const o = parsed.data;
+  const format = o.format ?? inferFormat(o.trace);
+  return { ...o, format, schedulers };
+}

@@ -1,0 +1,215 @@
+import { applyPriceOverrides } from '../../core/catalog.js';
+import type { ValueOfTimeSetting } from '../../core/model.js';
+import { ValidationError } from '../../core/validation.js';
+import { loadControllerConfig } from '../../controller/config-loading.js';
+import { admitByOf, capsOf, settingsFromConfig } from '../../controller/settings.js';
+import { DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR } from '../../scheduler/eva.js';
+import type { RunRequest } from '../../sim/run-request.js';
+import { checkOutputDirectory } from '../output-target.js';
+import { colocationTableRequest } from './colocation-table-file.js';
+import {
+  loadTraceFlags,
+  readLatencyConfigFile,
+  readPriceOverridesFile,
+  readQueueConfigFile,
+  refuseSpotPricesWithoutSpot,
+  type PriceOverridesFromFile,
+} from './sim-flags.js';
+import { checkDependentFlags } from './simulate-flag-rules.js';
+import { parseQuotaFlag, parseSimulateOptions, type RawSimulateOptions } from './simulate-options.js';
+
+/**
+ * Spot prices (`spotPricePerType`) with spot off would price nothing: refused, whether from `--price-overrides` or a
+ * controller config's `priceOverrides:` (when no flag overrides them). Checked before the catalog loads, since with spot
+ * off it has no spot pools and the overrides' check against it would blame the catalog instead.
+ */
+function refuseSpotPricesWithSpotOff(
+  flagPrices: PriceOverridesFromFile | undefined,
+  configPath: string | undefined,
+): void {
+  const why = 'needs --spot on (without it the runs buy on demand only)';
+  if (flagPrices !== undefined) {
+    refuseSpotPricesWithoutSpot(flagPrices, why);
+    return;
+  }
+  if (configPath === undefined) return;
+  // The region is irrelevant here (the full load below checks the file against the catalog).
+  const config = loadControllerConfig({ flags: { config: configPath }, defaultRegion: 'us-east-1' });
+  if (config.priceOverrides?.spotPricePerType !== undefined)
+    throw new ValidationError(configPath, [`priceOverrides.spotPricePerType: prices spot instances: ${why}`]);
+}
+
+/**
+ * What a `simulate` command line asks for: its validated options, the trace and catalog, the controller config, the
+ * queue layer, and one run request per (scheduler, value of time). `bench arms` plans its arms through this too.
+ */
+export function simulationPlan(raw: RawSimulateOptions) {
+  const o = parseSimulateOptions(raw);
+  const flagPrices = o.priceOverrides === undefined ? undefined : readPriceOverridesFile(o.priceOverrides);
+  if (o.spot !== 'on') refuseSpotPricesWithSpotOff(flagPrices, o.config);
+  const loaded = loadTraceFlags(o, o.spot === 'on', flagPrices);
+  const { traceSpec, trace } = loaded;
+
+  // A user's controller config: its caps, queue classes, round period and Eva tunables, under any flags given.
+  const config =
+    o.config === undefined
+      ? undefined
+      : loadControllerConfig({
+          flags: { config: o.config },
+          defaultRegion: loaded.catalog.region,
+          // Its price overrides are checked against the catalog only when they are the ones the runs take.
+          ...(flagPrices === undefined ? { catalog: loaded.catalog } : {}),
+        });
+  // Prices as the flag says, else as a controller config's `priceOverrides:` says (both runtimes alike).
+  const prices =
+    flagPrices ??
+    (config?.priceOverrides === undefined
+      ? undefined
+      : { overrides: config.priceOverrides, source: `${o.config ?? 'config'}: priceOverrides` });
+  const catalog =
+    flagPrices === undefined && prices !== undefined
+      ? applyPriceOverrides(loaded.catalog, prices.overrides, prices.source)
+      : loaded.catalog;
+  const quotas = [...(config?.caps.quotas ?? []), ...(o.quota ?? []).map(parseQuotaFlag)];
+  const queueConfig = o.queueConfig === undefined ? config?.queue : readQueueConfigFile(o.queueConfig);
+  const capDollarsPerHour = o.capDollarsPerHour ?? config?.caps.maxCostPerHour;
+  const capInstances = o.capInstances ?? config?.caps.maxInstances;
+  const roundSeconds = o.roundSeconds ?? config?.roundSeconds;
+  if (queueConfig !== undefined && o.queue !== undefined && o.queue !== 'wfq')
+    throw new ValidationError('--queue-config', [
+      `a WFQ config needs --queue wfq (or no --queue), not --queue ${o.queue}`,
+    ]);
+  // A controller config sizes jobs as the controller would (by the plan's cost unless it says otherwise).
+  const admitBy = o.admitBy ?? (config === undefined ? undefined : admitByOf(config));
+  // Any cap or --queue turns the queue layer on (fifo unless said otherwise), with predictions unless --no-predict.
+  const queue: RunRequest['queue'] =
+    o.queue === undefined &&
+    queueConfig === undefined &&
+    capDollarsPerHour === undefined &&
+    capInstances === undefined &&
+    quotas.length === 0
+      ? undefined
+      : {
+          kind: o.queue ?? (queueConfig === undefined ? 'fifo' : 'wfq'),
+          ...(queueConfig === undefined ? {} : { config: queueConfig }),
+          caps: {
+            ...(config === undefined ? {} : capsOf(config.caps)),
+            ...(capDollarsPerHour !== undefined ? { maxCostPerHour: capDollarsPerHour } : {}),
+            ...(capInstances !== undefined ? { maxInstances: capInstances } : {}),
+            ...(quotas.length > 0 ? { quotas } : {}),
+          },
+          predict: o.predict ?? true,
+          ...(admitBy !== undefined ? { admitBy } : {}),
+        };
+  // Murmuration's parts (digest §7.5 arms): each as its flag says, else as a controller config (--config) says (both
+  // runtimes alike: the controller runtime runs the config's settings), else off; naming any reports the starts.
+  const flagOr = (flag: 'on' | 'off' | undefined, configured: boolean | undefined): boolean | undefined =>
+    flag === undefined ? configured : flag === 'on';
+  const coStartOn = flagOr(o.coStart, config?.coStart);
+  const placeOn = flagOr(o.placeBetweenRounds, config?.placeBetweenRounds);
+  const bindOn = flagOr(o.bind, config?.bindBetweenRounds);
+  const starts =
+    coStartOn === undefined && placeOn === undefined && bindOn === undefined
+      ? undefined
+      : { coStart: coStartOn === true, placeBetweenRounds: placeOn === true, bind: bindOn === true };
+  const runtime = o.runtime ?? 'engine';
+  const network = o.latencyConfig === undefined ? undefined : readLatencyConfigFile(o.latencyConfig);
+  if (runtime === 'controller' && (network !== undefined || (o.latencySensitive ?? 0) > 0))
+    throw new ValidationError('--runtime', [
+      'the simulated network (--latency-sensitive, --latency-config) runs in the engine runtime only: with --runtime controller, round trips reach the controller from its workers',
+    ]);
+  const valuesOfTime = o.valueOfTime ?? [
+    config?.scheduler.valueOfTimePerJobHour ?? DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR,
+  ];
+  checkDependentFlags({
+    ...o,
+    runtime,
+    valuesOfTime,
+    spotPriceOverrides: flagPrices?.overrides.spotPricePerType !== undefined,
+  });
+  const spotOn = o.spot === 'on';
+  // A value-of-time sweep (several values) runs each Eva scheduler once per value, named by it; baselines run once.
+  const sweep = (o.valueOfTime?.length ?? 0) > 1;
+  const runs = o.schedulers.flatMap((scheduler) =>
+    scheduler.startsWith('eva')
+      ? (o.valueOfTime ?? [undefined]).map((value) => ({
+          scheduler,
+          value,
+          label: sweep ? valueOfTimeLabel(scheduler, value as ValueOfTimeSetting) : undefined,
+        }))
+      : [{ scheduler, value: undefined, label: undefined }],
+  );
+  const colocation = colocationTableRequest(o, runs.filter((r) => r.scheduler.startsWith('eva')).length);
+  if (o.out !== undefined) checkOutputDirectory(o.out, '--out');
+  const requests: RunRequest[] = runs.map(({ scheduler, value, label }) => ({
+    scheduler,
+    label,
+    evaValueOfTime: value ?? config?.scheduler.valueOfTimePerJobHour,
+    evaTargetSlowdown: o.targetSlowdown ?? config?.scheduler.targetSlowdown,
+    runtime,
+    trace: traceSpec,
+    catalogPath: o.catalog,
+    ...(prices === undefined ? {} : { priceOverrides: prices.overrides }),
+    roundSeconds,
+    earlyRounds: o.earlyRounds,
+    evaDefaultRate: o.evaDefaultRate ?? config?.scheduler.defaultRate,
+    ...colocation,
+    evaPrices: o.evaPrices ?? config?.scheduler.prices,
+    evaPackingEfficiency: o.evaPackingEfficiency ?? config?.scheduler.packingEfficiency,
+    evaPaybackMargin: o.evaPaybackMargin ?? config?.scheduler.paybackMargin,
+    pairwiseInterference: o.pairwiseInterference,
+    queue,
+    ...(starts === undefined ? {} : { starts }),
+    // The flag over a controller config's choice (the config's default is on, the simulator's off).
+    makeBeforeBreak: o.makeBeforeBreak === undefined ? config?.makeBeforeBreak : o.makeBeforeBreak === 'on',
+    pollSeconds: o.pollSeconds,
+    network,
+    ...(spotOn
+      ? {
+          spot: {
+            burstsPerPoolPerMonth: o.spotBursts,
+            rebalanceShare: o.spotRebalance,
+            falseRebalancesPerMonth: o.spotFalseRebalances,
+          },
+        }
+      : {}),
+    checkpointMinutes: o.checkpointMinutes,
+    // The controller runs the config as its own settings, with the caps and queue the flags laid over it.
+    controllerSettings:
+      config === undefined || runtime !== 'controller'
+        ? undefined
+        : {
+            ...settingsFromConfig(config),
+            caps: queue?.caps ?? capsOf(config.caps),
+            queue: queueConfig,
+            ...(admitBy !== undefined ? { admitBy } : {}),
+            ...(roundSeconds !== undefined ? { roundSeconds } : {}),
+          },
+  }));
+  return {
+    o,
+    catalog,
+    trace,
+    config,
+    quotas,
+    queue,
+    capDollarsPerHour,
+    capInstances,
+    roundSeconds,
+    admitBy,
+    spotOn,
+    valuesOfTime,
+    runs,
+    requests,
+    starts,
+    priceOverridesSource: prices?.source,
+  };
+}
+
+/** What a `simulate` command line asks for (`simulationPlan`). */
+export type SimulationPlan = ReturnType<typeof simulationPlan>;
+
+/** A sweep run's name: the scheduler and its value of time, e.g. `eva@vot=2`. */
+export function valueOfTimeLabel(scheduler: string, value: ValueOfTimeSetting): string {
+  return `${scheduler}@vot=${value}`;
+}

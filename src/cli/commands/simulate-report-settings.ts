@@ -1,0 +1,76 @@
+import {
+  DEFAULT_PACKING_EFFICIENCY,
+  DEFAULT_PAYBACK_MARGIN,
+  DEFAULT_TARGET_SLOWDOWN,
+} from '../../scheduler/eva.js';
+import { DEFAULT_COLOCATION_RATE } from '../../scheduler/colocation-table.js';
+import type { ReportSettings } from '../../sim/report/json.js';
+import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
+import { traceSettings } from './sim-flags.js';
+import type { SimulationPlan } from './simulate-plan.js';
+
+/** The settings a `simulate` report states: what ran, each as the runs took it (flag, else config, else default). */
+export function reportSettings(plan: SimulationPlan): ReportSettings {
+  const { o, catalog, trace, config, quotas, queue, capDollarsPerHour, capInstances, roundSeconds, admitBy } =
+    plan;
+  const { spotOn, valuesOfTime, starts, priceOverridesSource } = plan;
+  return {
+    ...traceSettings(o, trace, catalog, priceOverridesSource),
+    // Defaults as their values: a reader of the report should not need the code to know what ran.
+    roundSeconds: roundSeconds ?? DEFAULT_ROUND_SECONDS,
+    earlyRounds: o.earlyRounds ?? false,
+    evaDefaultRate: o.evaDefaultRate ?? config?.scheduler.defaultRate ?? DEFAULT_COLOCATION_RATE,
+    colocationTable: o.colocationTable ?? 'none (Eva learns co-location from nothing)',
+    // As the runs took them: the flag, else the config's scheduler section, else the default.
+    evaPrices: o.evaPrices ?? config?.scheduler.prices ?? 'packed',
+    evaPackingEfficiency:
+      o.evaPackingEfficiency ?? config?.scheduler.packingEfficiency ?? DEFAULT_PACKING_EFFICIENCY,
+    evaPaybackMargin: o.evaPaybackMargin ?? config?.scheduler.paybackMargin ?? DEFAULT_PAYBACK_MARGIN,
+    valueOfTimePerJobHour: valuesOfTime.join(', '),
+    targetSlowdown: o.targetSlowdown ?? config?.scheduler.targetSlowdown ?? DEFAULT_TARGET_SLOWDOWN,
+    groundTruth:
+      o.pairwiseInterference !== undefined
+        ? `pairwise co-location throughput ${o.pairwiseInterference}`
+        : 'measured contention matrix (Eva)',
+    schedulers: o.schedulers.join(', '),
+    queue: queue?.kind ?? 'none (jobs start when placed)',
+    queueConfig: o.queueConfig ?? (queue === undefined ? 'none' : 'built-in default'),
+    capDollarsPerHour: capDollarsPerHour ?? 'none (uncapped)',
+    capInstances: capInstances ?? 'none (uncapped)',
+    quotas:
+      quotas.length === 0
+        ? 'none'
+        : quotas
+            .map((q) =>
+              [
+                `${q.group}:`,
+                [
+                  q.maxVcpus === undefined ? '' : `vcpus=${q.maxVcpus}`,
+                  q.maxGpus === undefined ? '' : `gpus=${q.maxGpus}`,
+                ]
+                  .filter((x) => x !== '')
+                  .join(','),
+              ].join(''),
+            )
+            .join(' '),
+    runtime: o.runtime ?? 'engine',
+    controllerConfig: o.config ?? 'none',
+    // The controller runtime never predicts (its ETAs run in a worker thread against real time).
+    predictions:
+      queue === undefined
+        ? 'off (no queue)'
+        : (o.runtime ?? 'engine') === 'controller'
+          ? 'off (controller runtime)'
+          : (queue.predict ?? false),
+    coStart: o.coStart ?? (starts?.coStart === true ? 'on (config)' : 'off'),
+    placeBetweenRounds: o.placeBetweenRounds ?? (starts?.placeBetweenRounds === true ? 'on (config)' : 'off'),
+    bind: o.bind ?? (starts?.bind === true ? 'on (config)' : 'off'),
+    makeBeforeBreak: o.makeBeforeBreak ?? (config?.makeBeforeBreak === true ? 'on (config)' : 'off'),
+    admitBy: admitBy ?? 'standalone',
+    latencyConfig: o.latencyConfig ?? 'default network (3 zones, digest §10.2 round trips, no episodes)',
+    spot: spotOn
+      ? `on (${catalog.spot?.source === undefined ? 'no spot prices in the catalog' : `catalog spot snapshot ${catalog.spot.snapshotDate}`}; bursts per pool per month ${o.spotBursts ?? 0}; rebalance recommendations before ${Math.round((o.spotRebalance ?? 0) * 100)}% of reclaims, false ones ${o.spotFalseRebalances ?? 0} per instance-month)`
+      : 'off (on demand only)',
+    checkpointMinutes: o.checkpointMinutes ?? "the trace's, else 30",
+  };
+}
