@@ -88,10 +88,33 @@ describe('simulate/tune flag parsing', () => {
     const dir = mkdtempSync(join(tmpdir(), 'fw-queue-config-'));
     const bare = join(dir, 'bare.json');
     writeFileSync(bare, JSON.stringify({ classes: [{ id: 'all', weight: 1 }] }));
-    expect(readQueueConfigFile(bare).classes).toEqual([{ id: 'all', weight: 1, ordering: 'fifo' }]);
+    expect(readQueueConfigFile(bare)).toEqual({
+      queue: expect.objectContaining({ classes: [{ id: 'all', weight: 1, ordering: 'fifo' }] }),
+    });
     const example = readQueueConfigFile(join(PROJECT_ROOT, 'examples/queue/wfq-3-classes.yaml'));
-    expect(example.classes.map((c) => c.weight)).toEqual([0.7, 0.2, 0.1]);
-    expect(example.preemption.enabled).toBe(true);
+    expect(example.queue.classes.map((c) => c.weight)).toEqual([0.7, 0.2, 0.1]);
+    expect(example.queue.preemption.enabled).toBe(true);
+    expect(example.caps).toBeUndefined();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('reads the caps: section tune prints beside the queue, and refuses any other section', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fw-queue-config-'));
+    const tuned = join(dir, 'tuned.yaml');
+    writeFileSync(
+      tuned,
+      'queue:\n  classes:\n    - { id: all, weight: 1 }\ncaps:\n  maxCostPerHour: 20\n  admitBy: plan-cost\n',
+    );
+    expect(readQueueConfigFile(tuned).caps).toEqual({ maxCostPerHour: 20, admitBy: 'plan-cost' });
+    const controllerConfig = join(dir, 'controller.yaml');
+    writeFileSync(controllerConfig, 'queue:\n  classes:\n    - { id: all, weight: 1 }\nroundSeconds: 60\n');
+    expect(() => readQueueConfigFile(controllerConfig)).toThrow(
+      'roundSeconds: a queue config has a queue: section and, as fleetwise tune prints it, a caps: section; ' +
+        'give a whole controller config with --config',
+    );
+    const badCaps = join(dir, 'bad-caps.yaml');
+    writeFileSync(badCaps, 'queue:\n  classes:\n    - { id: all, weight: 1 }\ncaps:\n  admitBy: cheapest\n');
+    expect(() => readQueueConfigFile(badCaps)).toThrow(/caps[\s\S]*admitBy/);
     rmSync(dir, { recursive: true, force: true });
   });
 

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { readFileSync, statSync } from 'node:fs';
 import { extname } from 'node:path';
+import { ADMIT_BY } from '../../queue/admission.js';
 import { parseWfqConfig, type WfqConfig } from '../../queue/wfq.js';
 import { readYamlOrJsonFile } from '../flag-file.js';
 import { z } from 'zod';
@@ -240,17 +241,43 @@ export function traceSettings(
   };
 }
 
+/** The caps a `--queue-config` file may carry beside its `queue:` section: those `fleetwise tune` prints. */
+const queueFileCapsSchema = z.strictObject({
+  maxCostPerHour: z.number().positive().finite().optional(),
+  maxInstances: z.number().int().positive().optional(),
+  admitBy: z.enum(ADMIT_BY).optional(),
+});
+export type QueueFileCaps = z.output<typeof queueFileCapsSchema>;
+
+/** A `--queue-config` file: its WFQ config, and the caps it was tuned under when it says them. */
+export interface QueueConfigFile {
+  readonly queue: WfqConfig;
+  readonly caps?: QueueFileCaps | undefined;
+}
+
 /**
- * `--queue-config FILE`: a WFQ config in YAML or JSON, either bare or as the controller config's `queue:` section
- * (what `fleetwise tune` prints), validated with the errors naming the file and field.
+ * `--queue-config FILE`: a WFQ config in YAML or JSON, either bare or as the controller config's `queue:` section,
+ * with the `caps:` section beside it that `fleetwise tune` prints (the caps and `admitBy` it was tuned under: a run
+ * of its config sized otherwise would not be the run it measured). Validated with the errors naming the file and
+ * field; a section besides those two is refused, not ignored (a whole controller config goes in `--config`).
  */
-export function readQueueConfigFile(path: string): WfqConfig {
+export function readQueueConfigFile(path: string): QueueConfigFile {
   const value = readYamlOrJsonFile(path, '--queue-config');
-  const section =
-    typeof value === 'object' && value !== null && 'queue' in value
-      ? (value as { queue: unknown }).queue
-      : value;
-  return parseWfqConfig(section, path);
+  if (typeof value !== 'object' || value === null || !('queue' in value))
+    return { queue: parseWfqConfig(value, path) };
+  const sections = value as Record<string, unknown>;
+  const others = Object.keys(sections).filter((k) => k !== 'queue' && k !== 'caps');
+  if (others.length > 0)
+    throw new ValidationError(path, [
+      `${others.join(', ')}: a queue config has a queue: section and, as fleetwise tune prints it, a caps: section; ` +
+        'give a whole controller config with --config',
+    ]);
+  return {
+    queue: parseWfqConfig(sections.queue, path),
+    ...(sections.caps === undefined
+      ? {}
+      : { caps: parseWith(queueFileCapsSchema, sections.caps, `${path}: caps`) }),
+  };
 }
 
 /** The trace and catalog options `simulate` and `tune` share. */

@@ -71,16 +71,19 @@ export function simulationPlan(raw: RawSimulateOptions) {
       ? applyPriceOverrides(loaded.catalog, prices.overrides, prices.source)
       : loaded.catalog;
   const quotas = [...(config?.caps.quotas ?? []), ...(o.quota ?? []).map(parseQuotaFlag)];
-  const queueConfig = o.queueConfig === undefined ? config?.queue : readQueueConfigFile(o.queueConfig);
-  const capDollarsPerHour = o.capDollarsPerHour ?? config?.caps.maxCostPerHour;
-  const capInstances = o.capInstances ?? config?.caps.maxInstances;
+  const queueFile = o.queueConfig === undefined ? undefined : readQueueConfigFile(o.queueConfig);
+  const queueConfig = queueFile === undefined ? config?.queue : queueFile.queue;
+  // The caps a tuned queue config was measured under, where no flag and no controller config says otherwise.
+  const capDollarsPerHour =
+    o.capDollarsPerHour ?? config?.caps.maxCostPerHour ?? queueFile?.caps?.maxCostPerHour;
+  const capInstances = o.capInstances ?? config?.caps.maxInstances ?? queueFile?.caps?.maxInstances;
   const roundSeconds = o.roundSeconds ?? config?.roundSeconds;
   if (queueConfig !== undefined && o.queue !== undefined && o.queue !== 'wfq')
     throw new ValidationError('--queue-config', [
       `a WFQ config needs --queue wfq (or no --queue), not --queue ${o.queue}`,
     ]);
   // A controller config sizes jobs as the controller would (by the plan's cost unless it says otherwise).
-  const admitBy = o.admitBy ?? (config === undefined ? undefined : admitByOf(config));
+  const admitBy = o.admitBy ?? (config === undefined ? queueFile?.caps?.admitBy : admitByOf(config));
   // Any cap or --queue turns the queue layer on (fifo unless said otherwise), with predictions unless --no-predict.
   const queue: RunRequest['queue'] =
     o.queue === undefined &&

@@ -142,7 +142,7 @@ function simulateOptions(command: Command): Command {
     )
     .option(
       '--queue-config <file>',
-      'queue layer: a WFQ config (YAML/JSON, bare or as a `queue:` section, e.g. from fleetwise tune); implies --queue wfq',
+      'queue layer: a WFQ config (YAML/JSON, bare or as a `queue:` section, e.g. from fleetwise tune, whose `caps:` section applies where no flag sets them); implies --queue wfq',
     )
     .option(
       '--runtime <runtime>',
