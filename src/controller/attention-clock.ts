@@ -1,7 +1,7 @@
 /**
  * Time during which the controller could hear its workers: wall time, except that a stretch in which its event loop
  * was held up (a long synchronous round on a starved host, a paused process) counts for at most two ticks. A worker's
- * silence is measured on this clock (worker-task-control.ts): heartbeats queue unread while the loop is held up, and
+ * silence is measured on this clock (worker-silence-watch.ts): heartbeats queue unread while the loop is held up, and
  * a controller that measured silence on the wall clock would replace healthy instances after its own stall.
  */
 export interface Attention {

@@ -24,7 +24,7 @@ export class CarriedSilence {
 
   constructor(
     private readonly store: StateStore,
-    /** At most this much silence is taken as a worker heard (worker-task-control.ts: two heartbeat intervals). */
+    /** At most this much silence is taken as a worker heard (worker-silence-watch.ts: two heartbeat intervals). */
     private readonly fromSeconds: number,
   ) {
     const parsed = carriedSchema.safeParse(store.getValue(CARRIED_SILENCE_KEY));

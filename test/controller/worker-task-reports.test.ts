@@ -6,10 +6,8 @@ import { jobDocument } from '../../src/controller/api/views.js';
 import { ManualClock } from '../../src/controller/clock.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import type { JobRecord, TaskRecord } from '../../src/controller/state-store.js';
-import {
-  SILENT_TASK_GRACE_SECONDS,
-  TASK_STOPPED_OUTSIDE_EVENT,
-} from '../../src/controller/worker-task-control.js';
+import { SILENT_TASK_GRACE_SECONDS } from '../../src/controller/job-progress.js';
+import { TASK_STOPPED_OUTSIDE_EVENT } from '../../src/controller/outside-stop-records.js';
 import { heartbeatRequestSchema, type HeartbeatResponse } from '../../src/protocol/worker-protocol.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';

@@ -5,7 +5,7 @@ import { storedCoStart, storedCoStartTotals } from '../co-start-records.js';
 import { jobRestarts, type JobRestart } from '../job-runs.js';
 import { hostFaultRuns } from '../reconcile/effects/host-faults.js';
 import { readJobWarnings } from '../execution-check.js';
-import { TASK_STOPPED_OUTSIDE_EVENT } from '../worker-task-control.js';
+import { TASK_STOPPED_OUTSIDE_EVENT } from '../outside-stop-records.js';
 import {
   dependencyViews,
   earliestStartSeconds,
