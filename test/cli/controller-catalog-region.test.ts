@@ -116,14 +116,23 @@ describe("the controller's catalog and the types its state's instances ran", () 
       [{ id: 'inst-4', typeName: 'g5.xlarge', state: 'terminated' }],
       log,
     );
-    expect(refused.billingTypes.types).toEqual([]);
     expect(warnings).toEqual([]);
-    // Nothing missing: the catalogs as loaded, no word.
-    expect(
-      withStateInstanceTypes(loaded, [{ id: 'inst-3', typeName: 'c7i.xlarge', state: 'running' }], log)
-        .catalog,
-    ).toBe(loaded.catalog);
+    // Nothing missing: the catalogs as loaded, no word; the type it lacks is still there to bill an orphan found later.
+    const nothingMissing = withStateInstanceTypes(
+      loaded,
+      [{ id: 'inst-3', typeName: 'c7i.xlarge', state: 'running' }],
+      log,
+    );
+    expect(nothingMissing.catalog).toBe(loaded.catalog);
+    expect(nothingMissing.billingTypes.types.map((t) => t.name)).toEqual(['c7i.large']);
+    expect(refused.billingTypes.types.map((t) => t.name)).toEqual(['c7i.large']);
     expect(warnings).toEqual([]);
+    // The bundled catalog itself lacks nothing of its own.
+    const bundledLoaded = loadConfigAndCatalog({ ...flags, provider: 'aws' }, {});
+    expect(withStateInstanceTypes(bundledLoaded, [], log).billingTypes).toEqual({
+      types: [],
+      spotOfferings: [],
+    });
   });
 
   it('refuses an instance the rounds still place on of a type the file lacks; bills one no catalog has at $0, said so', () => {
@@ -152,7 +161,7 @@ describe("the controller's catalog and the types its state's instances ran", () 
       [{ id: 'inst-5', typeName: 'm7i.large', state: 'terminating', launchedAtSeconds: 10 }],
       log,
     );
-    expect(orphan.billingTypes.types).toEqual([]);
+    expect(orphan.billingTypes.types.map((t) => t.name)).toEqual(['c7i.large']);
     expect(warnings).toEqual([
       `the catalog ${path} lacks m7i.large, which this state's instances ran, and so does the bundled catalog: ` +
         'they are billed at $0 (`fleetwise catalog refresh --region us-east-1 --families c7i,m7i,p3,r7i --out FILE`, ' +

@@ -58,12 +58,12 @@ function catalogsFrom(
   return { catalog, listCatalog };
 }
 
-/** The catalogs, and the types the catalog lacks that the state's instances ran, to bill them (`billingTypes`). */
+/** The catalogs, and the bundled types the catalog lacks, to bill instances of them (`billingTypes`). */
 export interface StateCatalogs extends ConfigAndCatalog {
   /**
-   * Types the catalog lacks that the state's launched instances ran, with their spot pools, from the bundled catalog
-   * (at the configuration's discounts): reports bill with them; nothing plans with them, so a family left out of the
-   * catalog is not launched again.
+   * The bundled catalog's types the catalog lacks (of the same region), with their spot pools, at the configuration's
+   * discounts: reports bill instances of them (the state's, an orphan found later) with them; nothing plans with them,
+   * so a family left out of the catalog is not launched again.
    */
   readonly billingTypes: BillingTypes;
 }
@@ -98,11 +98,19 @@ export function withStateInstanceTypes(
   const missing = [
     ...new Set(unknown.filter((i) => i.launchedAtSeconds !== undefined).map((i) => i.typeName)),
   ].sort();
-  const none: BillingTypes = { types: [], spotOfferings: [] };
-  if (missing.length === 0) return { ...loaded, billingTypes: none };
   const bundled = bundledFallback(fileCatalog, catalogPath);
   const bundledTypes =
     bundled.catalog === undefined ? new Map<string, unknown>() : typesByName(bundled.catalog);
+  // Every bundled type the catalog lacks, not only those the state ran: an orphan of one found later is priced too.
+  const billingTypes =
+    bundled.catalog === undefined
+      ? { types: [], spotOfferings: [] }
+      : discounted(
+          bundled.catalog,
+          new Set([...bundledTypes.keys()].filter((t) => !known.has(t))),
+          loaded.config.priceOverrides,
+        );
+  if (missing.length === 0) return { ...loaded, billingTypes };
   const priced = missing.filter((t) => bundledTypes.has(t));
   const unpriced = missing.filter((t) => !bundledTypes.has(t));
   if (priced.length > 0)
@@ -119,13 +127,7 @@ export function withStateInstanceTypes(
         `${familiesOf(fileCatalog, unpriced).join(',')} --out FILE\`, then \`--catalog FILE\`, prices them)`,
       { types: unpriced, catalog: catalogPath },
     );
-  return {
-    ...loaded,
-    billingTypes:
-      bundled.catalog === undefined || priced.length === 0
-        ? none
-        : discounted(bundled.catalog, new Set(priced), loaded.config.priceOverrides),
-  };
+  return { ...loaded, billingTypes };
 }
 
 /** `names`' types and spot pools of `from`, at the overrides' discounts (their per-type prices name the catalog's types). */
