@@ -158,6 +158,8 @@ export class Controller implements ControllerService {
   /** Replaced only by applyCatalog (price refresh), between rounds. */
   catalog: Catalog;
   private readonly billingTypes: BillingTypes | undefined;
+  /** The billing catalog built from `from` (`billingCatalog`). */
+  private billing: { readonly from: Catalog; readonly catalog: Catalog } | undefined;
   readonly clock: Clock;
   readonly settings: ControllerSettings;
   /** The queue layer: admission under the caps before every plan. */
@@ -726,7 +728,10 @@ export class Controller implements ControllerService {
 
   /** The catalog bills are priced from: the current one, with the types only ended instances ran (`billingTypes`). */
   private billingCatalog(): Catalog {
-    return withBillingTypes(this.catalog, this.billingTypes);
+    // Built once per catalog (a price refresh replaces it): reports look its types up by name, cached per catalog.
+    if (this.billing?.from !== this.catalog)
+      this.billing = { from: this.catalog, catalog: withBillingTypes(this.catalog, this.billingTypes) };
+    return this.billing.catalog;
   }
 
   cluster(): ClusterView {

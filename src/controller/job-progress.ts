@@ -24,6 +24,11 @@ export class JobProgress {
    * running while a sibling reported. Left out of their job's progress from then on, moves included.
    */
   private readonly silentTasks = new Set<string>();
+  /** Task → when it became `running`, as read for its record of `recordAtSeconds` (`runningSince`). */
+  private readonly runningSinceByTask = new Map<
+    string,
+    { readonly recordAtSeconds: number; readonly atSeconds: number }
+  >();
   /** Job → iterations done, reported since the last `flush`. */
   private readonly progress = new Map<string, number>();
 
@@ -37,6 +42,7 @@ export class JobProgress {
   /** The task's worker reports it has done `iterations`. */
   reported(taskId: string, iterations: number): void {
     this.completed.set(taskId, iterations);
+    this.runningSinceByTask.delete(taskId);
   }
 
   /** Take the progress of jobs whose tasks reported, as their tasks' counts now make it. */
@@ -97,6 +103,19 @@ export class JobProgress {
   private silent(task: TaskRecord): boolean {
     if (this.silentTasks.has(task.id)) return true;
     if (task.state !== 'running') return false;
+    if (this.clock.nowSeconds() - this.runningSince(task) < SILENT_TASK_GRACE_SECONDS) return false;
+    this.silentTasks.add(task.id);
+    this.runningSinceByTask.delete(task.id);
+    return true;
+  }
+
+  /**
+   * When the running task last became `running`, read from the store once per change of its record (heartbeats ask
+   * for it every few seconds while it has said nothing).
+   */
+  private runningSince(task: TaskRecord): number {
+    const known = this.runningSinceByTask.get(task.id);
+    if (known !== undefined && known.recordAtSeconds === task.updatedAtSeconds) return known.atSeconds;
     const [last] = this.store.listEvents({
       jobId: task.jobId,
       taskId: task.id,
@@ -104,13 +123,12 @@ export class JobProgress {
       newestFirst: true,
       limit: 1,
     });
-    const runningSince =
+    const atSeconds =
       last !== undefined && taskStateData.safeParse(last.data).data?.to === 'running'
         ? last.atSeconds
         : task.updatedAtSeconds;
-    if (this.clock.nowSeconds() - runningSince < SILENT_TASK_GRACE_SECONDS) return false;
-    this.silentTasks.add(task.id);
-    return true;
+    this.runningSinceByTask.set(task.id, { recordAtSeconds: task.updatedAtSeconds, atSeconds });
+    return atSeconds;
   }
 
   /** The task succeeded, as the store has it or as its worker's latest report of this attempt says. */

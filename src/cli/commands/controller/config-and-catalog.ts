@@ -130,22 +130,39 @@ export function withStateInstanceTypes(
   return { ...loaded, billingTypes };
 }
 
-/** `names`' types and spot pools of `from`, at the overrides' discounts (their per-type prices name the catalog's types). */
+/**
+ * `names`' types and spot pools of `from`, at the overrides' discounts (`applyPriceOverrides`; their per-type prices
+ * name the catalog's own types, not these).
+ */
 function discounted(
   from: Catalog,
   names: ReadonlySet<string>,
   overrides: ControllerConfig['priceOverrides'],
 ): BillingTypes {
-  const factor = 1 - (overrides?.discountPercent ?? 0) / 100;
-  const spotFactor = 1 - (overrides?.spotDiscountPercent ?? 0) / 100;
-  return {
-    types: from.types
-      .filter((t) => names.has(t.name))
-      .map((t) => ({ ...t, costPerHour: t.costPerHour * factor })),
-    spotOfferings: (from.spot?.offerings ?? [])
-      .filter((o) => names.has(o.typeName))
-      .map((o) => ({ ...o, pricePerHour: o.pricePerHour * spotFactor })),
+  const spot = from.spot;
+  const picked: Catalog = {
+    ...from,
+    types: from.types.filter((t) => names.has(t.name)),
+    ...(spot === undefined
+      ? {}
+      : { spot: { ...spot, offerings: spot.offerings.filter((o) => names.has(o.typeName)) } }),
   };
+  const priced =
+    overrides === undefined
+      ? picked
+      : applyPriceOverrides(
+          picked,
+          {
+            ...(overrides.discountPercent === undefined
+              ? {}
+              : { discountPercent: overrides.discountPercent }),
+            ...(overrides.spotDiscountPercent === undefined
+              ? {}
+              : { spotDiscountPercent: overrides.spotDiscountPercent }),
+          },
+          'priceOverrides',
+        );
+  return { types: priced.types, spotOfferings: priced.spot?.offerings ?? [] };
 }
 
 /** The bundled catalog where it can stand in for types `catalog` lacks, else why not. */
