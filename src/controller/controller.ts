@@ -1,40 +1,27 @@
-import type { Readable } from 'node:stream';
 import type { Catalog } from '../core/catalog.js';
 import type { CloudProvider } from '../cloud/provider.js';
 import { Admission } from '../queue/admission.js';
 import { schedulerCaps } from '../round/plan-caps.js';
 import type { ObjectStore } from '../storage/object-store.js';
-import { instanceBilledPricePerHour, withBillingTypes, type BillingTypes } from './instance-market.js';
-import {
-  buildContextProblem,
-  readJobLogs,
-  recordUploadersFromEvents,
-  storeBuildContext,
-  type ContextInfo,
-} from './artifacts.js';
-import { StoredJobLogs, type JobLogReader } from './job-logs.js';
+import { instanceBilledPricePerHour } from './instance-market.js';
+import { recordUploadersFromEvents } from './artifacts.js';
 import type { ArchivedSubmissionKey, JobArchive } from './backup/job-archive.js';
 import { WITHDRAWN_AT_SUBMISSION } from './submission-keys.js';
 import { SystemClock, type Clock } from './clock.js';
 import { BetweenRoundsPlacer } from './between-rounds-placement.js';
-import { computeClosedPeriodReport, computeCostReport, type DetailedCostReport } from './cost-accounting.js';
-import { IncrementalCostReport } from './incremental-cost-report.js';
-import { MonthToDate, type MonthToDateCosts } from './month-to-date.js';
-import { endedMonthOf, readStoredMonthReport, type PeriodCosts } from './stored-month-report.js';
+import type { DetailedCostReport } from './cost-accounting.js';
+import type { MonthToDateCosts } from './month-to-date.js';
+import type { PeriodCosts } from './stored-month-report.js';
 import { readSnapshotInputs } from './snapshot.js';
 import { runningTaskCheckpoints, workAtRisk, type MarketWorkAtRisk } from './work-at-risk.js';
 import { HistoryRetention } from './history-retention.js';
 import { FinishedCheckpointRetention } from './finished-checkpoint-retention.js';
 import { DEFAULT_REPORTS_KEPT } from './report-retention.js';
 import { compactCoStart, type BarrierIdleHook } from './co-start-records.js';
-import {
-  DEFAULT_PREDICTION_BUDGET_SECONDS,
-  DEFAULT_PREDICTION_HORIZON_SECONDS,
-  type PredictFn,
-} from './eta-predictions.js';
+import { DEFAULT_PREDICTION_BUDGET_SECONDS, DEFAULT_PREDICTION_HORIZON_SECONDS } from './eta-predictions.js';
 import { clusterView, whyJob } from './explain.js';
 import { submissionWarnings, type ExecutorKind } from './execution-check.js';
-import { InjectedCrash, type FaultInjector } from './faults.js';
+import { InjectedCrash } from './faults.js';
 import { JobControl } from './job-control.js';
 import { JobDependencies } from './job-dependencies.js';
 import { RunLimits } from './run-limits.js';
@@ -56,7 +43,7 @@ import { RoundRecorder, type RoundMetrics, type RoundOutcome } from './round-rec
 import { RoundSchedule } from './round-schedule.js';
 import { buildScheduler, type SchedulerRecipe } from './scheduler-recipe.js';
 import { SchedulerState, type ControllerScheduler } from './scheduler-state.js';
-import { CloudOnlyTaskControl, silentLogger, type ControllerLogger, type TaskControl } from './seams.js';
+import { CloudOnlyTaskControl, silentLogger, type ControllerLogger } from './seams.js';
 import type {
   ClusterView,
   ControllerService,
@@ -68,6 +55,11 @@ import type {
 import { reconcilerSettings, type ControllerSettings } from './settings.js';
 import type { InstanceRecord, JobRecord, StateStore } from './state-store.js';
 import type { SerializedColocationTable } from '../scheduler/colocation-table.js';
+import type { ControllerDeps } from './controller-deps.js';
+import { ControllerCosts } from './controller-costs.js';
+import { storedArtifacts, type StoredArtifacts } from './stored-artifacts.js';
+
+export type { ControllerDeps } from './controller-deps.js';
 import { replaceSilentWorkers, type WorkerFleet } from './worker-liveness.js';
 
 /**
@@ -85,81 +77,15 @@ import { replaceSilentWorkers, type WorkerFleet } from './worker-liveness.js';
  *
  * This file holds the loop and its passes; each other job of the controller is its own module, composed here:
  * recording a round (round-recorder.ts), queue views (queue-views.ts), the scheduler's learned state
- * (scheduler-state.ts), ETAs (predictions.ts), job control (job-control.ts), views (explain.ts), cost reports
- * (report-writer.ts), task logs and build contexts (artifacts.ts), and worker liveness (worker-liveness.ts).
+ * (scheduler-state.ts), ETAs (predictions.ts), job control (job-control.ts), views (explain.ts), what the cluster
+ * cost (controller-costs.ts), cost reports (report-writer.ts), task logs and build contexts (stored-artifacts.ts), and
+ * worker liveness (worker-liveness.ts). What it is built from is controller-deps.ts.
  */
-
-export interface ControllerDeps {
-  readonly store: StateStore;
-  readonly catalog: Catalog;
-  /** Types only ended instances ran that the catalog lacks: billed in reports, never planned (instance-market.ts). */
-  readonly billingTypes?: BillingTypes | undefined;
-  /** Required unless `settings.dryRun`; a dry run never touches it. */
-  readonly provider?: CloudProvider | undefined;
-  readonly tasks?: TaskControl;
-  readonly clock?: Clock;
-  /** Where cost reports go; without one, reports are only computed on demand. */
-  readonly objectStore?: ObjectStore | undefined;
-  /**
-   * Every accepted job's spec and end in the object store (backup/job-archive.ts), so a restore from a backup
-   * rebuilds what the backup missed; without one, submissions are answered without it.
-   */
-  readonly jobArchive?: JobArchive | undefined;
-  readonly settings: ControllerSettings;
-  readonly faults?: FaultInjector | undefined;
-  readonly logger?: ControllerLogger | undefined;
-  /** Defaults to the scheduler `schedulerRecipe` describes. */
-  readonly scheduler?: ControllerScheduler;
-  /**
-   * How to build the scheduler (plain data): the controller builds its own from it when `scheduler` is not given,
-   * and predictions rebuild it in their worker thread. Defaults to Eva with the settings' options and caps. An
-   * injected `scheduler` without its recipe gets no predictions.
-   */
-  readonly schedulerRecipe?: SchedulerRecipe | undefined;
-  /**
-   * Builds the scheduler for a repriced catalog (applyCatalog). Defaults to Eva with the configured caps when
-   * `scheduler` is not given; with an injected scheduler and no factory, a new catalog leaves the scheduler as it is.
-   */
-  readonly schedulerFor?: ((catalog: Catalog) => ControllerScheduler) | undefined;
-  /**
-   * The cloud sells spot and the scheduler buys it (EC2; not local mode): admission then sizes a job that may go on
-   * spot at spot prices and against the spot quota groups, as the plan will buy it (AdmissionSettings.spot).
-   */
-  readonly spotMarket?: boolean | undefined;
-  readonly metrics?: RoundMetrics | undefined;
-  /**
-   * Holds at the co-start barrier that ended without a release (a timeout, a drained or lost instance, the job's end):
-   * what they newly cost, as they end. A measured start reports its own holds (worker-task-control.ts
-   * `onStartMeasured`), so each hold is reported once.
-   */
-  readonly onBarrierIdle?: BarrierIdleHook | undefined;
-  /** Workers (worker-task-control.ts): throughput observations, and silent workers whose instance is replaced. */
-  readonly workers?: WorkerFleet | undefined;
-  /**
-   * Completion-time predictions (PCS §4, eta-world.ts): by default in a worker thread running the simulator's
-   * `predictCompletions` (prediction-worker-engine.ts); a prediction function to run in this thread instead (tests),
-   * another engine, or false to turn them off.
-   */
-  readonly predict?: PredictFn | PredictionEngine | false | undefined;
-  /**
-   * False: the scheduler's learned state is not saved after each round. For a controller that is never started again
-   * on its store (the simulator's runtime), where nothing would read it back and writing it took a seventh of a run.
-   */
-  readonly saveSchedulerState?: boolean | undefined;
-  /**
-   * How the workers run tasks, when known: submissions are then checked against it (execution-check.ts: warnings for
-   * an image the process executor ignores, refusals for what cannot run). Unknown (tests, the simulator) checks nothing.
-   */
-  readonly executor?: ExecutorKind | undefined;
-}
 
 export class Controller implements ControllerService {
   readonly store: StateStore;
   /** Replaced only by applyCatalog (price refresh), between rounds. */
   catalog: Catalog;
-  private readonly billingTypes: BillingTypes | undefined;
-  /** The billing catalog built from `from` (`billingCatalog`). */
-  private billing: { readonly from: Catalog; readonly catalog: Catalog } | undefined;
   readonly clock: Clock;
   readonly settings: ControllerSettings;
   /** The queue layer: admission under the caps before every plan. */
@@ -179,9 +105,9 @@ export class Controller implements ControllerService {
   private readonly reports: ReportWriter;
   private readonly retention: HistoryRetention;
   private readonly finishedCheckpoints: FinishedCheckpointRetention;
-  /** The whole history's cost report, kept up to date from the event log. */
-  private readonly historyCosts = new IncrementalCostReport();
-  private readonly monthToDate = new MonthToDate();
+  /** What the cluster cost (controller-costs.ts). */
+  private readonly costViews: ControllerCosts;
+  private readonly artifacts: StoredArtifacts;
   private readonly jobs: JobControl;
   private readonly runLimits: RunLimits;
   private readonly dependencies: JobDependencies;
@@ -209,7 +135,6 @@ export class Controller implements ControllerService {
       throw new Error('a cloud provider is required unless in dry-run');
     this.store = deps.store;
     this.catalog = deps.catalog;
-    this.billingTypes = deps.billingTypes;
     this.clock = deps.clock ?? new SystemClock();
     this.settings = deps.settings;
     this.schedule = new RoundSchedule(deps.settings);
@@ -246,7 +171,15 @@ export class Controller implements ControllerService {
     this.orphans = new KeptOrphans(this.clock, this.log, deps.settings.clusterName);
     // Everything built here reads the catalog through this, so a price refresh (applyCatalog) reaches all of it.
     const catalog = (): Catalog => this.catalog;
-    const billingCatalog = (): Catalog => this.billingCatalog();
+    this.costViews = new ControllerCosts({
+      store: deps.store,
+      clock: this.clock,
+      catalog,
+      billingTypes: deps.billingTypes,
+      objectStore: deps.objectStore,
+    });
+    this.artifacts = storedArtifacts(deps.objectStore, deps.store);
+    const billingCatalog = (): Catalog => this.costViews.billingCatalog();
     this.reconciler = new Reconciler({
       store: deps.store,
       catalog,
@@ -619,42 +552,21 @@ export class Controller implements ControllerService {
     return this.objectStore === undefined ? undefined : () => this.reports.writeReport();
   }
 
-  /**
-   * API: a job's task output, from the log objects workers upload (artifacts.ts). Absent without an object store (a
-   * dry run): the route answers 501.
-   */
-  get jobLogs(): ((jobId: string) => Promise<string>) | undefined {
-    const objectStore = this.objectStore;
-    return objectStore === undefined ? undefined : (jobId) => readJobLogs(objectStore, jobId);
+  /** API: task logs and build contexts in the object store (stored-artifacts.ts); absent without one. */
+  get jobLogs(): StoredArtifacts['jobLogs'] {
+    return this.artifacts.jobLogs;
   }
 
-  /** API: a job's task output part by part, or streamed whole (job-logs.ts). Absent without an object store. */
-  get jobLogReader(): ((jobId: string) => JobLogReader) | undefined {
-    const objectStore = this.objectStore;
-    return objectStore === undefined ? undefined : (jobId) => new StoredJobLogs(objectStore, jobId);
+  get jobLogReader(): StoredArtifacts['jobLogReader'] {
+    return this.artifacts.jobLogReader;
   }
 
-  /**
-   * API: keep an uploaded Docker build context; answers the reference a job spec's `build.context` carries. Absent
-   * without an object store: the route answers 501.
-   */
-  get storeContext(): ((archive: Readable, info: ContextInfo) => Promise<string>) | undefined {
-    const objectStore = this.objectStore;
-    return objectStore === undefined
-      ? undefined
-      : (archive, info) => storeBuildContext(objectStore, this.store, archive, info);
+  get storeContext(): StoredArtifacts['storeContext'] {
+    return this.artifacts.storeContext;
   }
 
-  /**
-   * API: why a submission by `team` (undefined: the admin) may not name `ref` as a build context, or undefined when it
-   * may (artifacts.ts). Absent without an object store: no reference is usable there.
-   */
-  get buildContextProblem():
-    ((ref: string, team: string | undefined) => Promise<string | undefined>) | undefined {
-    const objectStore = this.objectStore;
-    return objectStore === undefined
-      ? undefined
-      : (ref, team) => buildContextProblem(objectStore, this.store, ref, team);
+  get buildContextProblem(): StoredArtifacts['buildContextProblem'] {
+    return this.artifacts.buildContextProblem;
   }
 
   // -------------------------------------------------------------------------------------------------------------
@@ -726,14 +638,6 @@ export class Controller implements ControllerService {
     return this.jobs.drain(instanceId);
   }
 
-  /** The catalog bills are priced from: the current one, with the types only ended instances ran (`billingTypes`). */
-  private billingCatalog(): Catalog {
-    // Built once per catalog (a price refresh replaces it): reports look its types up by name, cached per catalog.
-    if (this.billing?.from !== this.catalog)
-      this.billing = { from: this.catalog, catalog: withBillingTypes(this.catalog, this.billingTypes) };
-    return this.billing.catalog;
-  }
-
   cluster(): ClusterView {
     // What each instance is billed at: its spot price on spot.
     return clusterView(
@@ -757,47 +661,20 @@ export class Controller implements ControllerService {
     return whyJob(this.store, jobId, limit);
   }
 
-  /**
-   * The cost report since `sinceSeconds`. Over the whole history (the report written when jobs end, `fleetwise jobs`)
-   * it comes from the incremental report, which reads only the events since its last report; a period replays them.
-   * A period that ended before now (`untilSeconds`) is billed as at its end, as a month's stored report is.
-   */
   costs(sinceSeconds = 0, untilSeconds?: number): DetailedCostReport {
-    const now = this.clock.nowSeconds();
-    if (untilSeconds !== undefined && untilSeconds < now)
-      return computeClosedPeriodReport(this.store, this.billingCatalog(), sinceSeconds, untilSeconds);
-    return sinceSeconds <= 0
-      ? this.historyCosts.report(this.store, this.billingCatalog(), now)
-      : computeCostReport(this.store, this.billingCatalog(), now, sinceSeconds);
+    return this.costViews.costs(sinceSeconds, untilSeconds);
   }
 
-  /**
-   * `costs`, but a whole UTC month that has ended comes from its report stored as it ended (`reports/months/`), so
-   * it keeps the prices of then whatever a price refresh or an override changed since; without a stored report
-   * (no object store, not written yet, unreadable) it is recomputed at today's prices, and `monthReport` says which.
-   */
-  async periodCosts(sinceSeconds = 0, untilSeconds?: number): Promise<PeriodCosts> {
-    const month =
-      untilSeconds === undefined
-        ? undefined
-        : endedMonthOf(sinceSeconds, untilSeconds, this.clock.nowSeconds());
-    if (month === undefined) return this.costs(sinceSeconds, untilSeconds);
-    const stored = await readStoredMonthReport(this.objectStore, month, this.store);
-    if (stored.report !== undefined)
-      return { ...stored.report, monthReport: { from: 'stored', detail: stored.location } };
-    return {
-      ...this.costs(sinceSeconds, untilSeconds),
-      monthReport: { from: 'recomputed', detail: stored.why },
-    };
+  periodCosts(sinceSeconds = 0, untilSeconds?: number): Promise<PeriodCosts> {
+    return this.costViews.periodCosts(sinceSeconds, untilSeconds);
   }
 
   costsOfJobs(jobIds: readonly string[]): Map<string, number> {
-    return this.historyCosts.jobCosts(this.store, this.billingCatalog(), this.clock.nowSeconds(), jobIds);
+    return this.costViews.costsOfJobs(jobIds);
   }
 
   monthToDateCosts(): MonthToDateCosts {
-    const whole = this.historyCosts.totals(this.store, this.billingCatalog(), this.clock.nowSeconds());
-    return this.monthToDate.costs(this.store, this.billingCatalog(), whole);
+    return this.costViews.monthToDateCosts();
   }
 
   workAtRisk(): MarketWorkAtRisk[] {
