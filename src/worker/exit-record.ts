@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { taskExitKey, type CheckpointRef } from '../protocol/object-keys.js';
 import { ObjectNotFoundError, type ObjectStore } from '../storage/object-store.js';
+import type { Executor } from './executor.js';
+import type { LocalTask } from './task-record.js';
 
 /**
  * A task's exit, kept in the object store by the worker that saw it, before the worker reports it. The controller
@@ -57,4 +59,40 @@ export async function readExitRecord(
       `the exit record ${key} is not one of ${ref.taskId}: ${parsed.error?.message ?? 'another task'}`,
     );
   return parsed.data;
+}
+
+/**
+ * The exit record of a task that exited unasked with `exitCode`, and why it failed in full (the record keeps 4,000
+ * characters): the exit code and its last output lines, and whether the out-of-memory killer ended it.
+ */
+export async function exitOf(
+  t: LocalTask,
+  exitCode: number | undefined,
+  executor: Executor,
+  cloudInstanceId: string | undefined,
+): Promise<{ readonly record: TaskExitRecord; readonly reason: string | undefined }> {
+  const tail = await executor.logTail(t.taskId, 5).catch(() => '');
+  // An exit code of 137 alone does not say the task outgrew its memory: the executor knows it was the OOM killer.
+  const status = exitCode === 0 ? undefined : await executor.status(t.taskId).catch(() => undefined);
+  const limit = status?.memoryLimitGiB;
+  const how = status?.oomKilled
+    ? `killed: out of memory (${limit === undefined ? 'no limit' : `limit ${Number(limit.toPrecision(4))} GiB`}), `
+    : '';
+  const reason =
+    exitCode === 0
+      ? undefined
+      : `${how}exit code ${exitCode ?? 'unknown'}${tail === '' ? '' : `; last output:\n${tail}`}`;
+  const record: TaskExitRecord = {
+    version: 1,
+    jobId: t.jobId,
+    taskId: t.taskId,
+    attempt: t.attempt ?? 1,
+    state: exitCode === 0 ? 'succeeded' : 'failed',
+    ...(exitCode === undefined ? {} : { exitCode }),
+    ...(reason === undefined ? {} : { reason: reason.slice(0, 4000) }),
+    ...(t.completed === undefined ? {} : { completedIterations: t.completed }),
+    instanceId: cloudInstanceId,
+    exitedAt: new Date().toISOString(),
+  };
+  return { record, reason };
 }

@@ -1,19 +1,18 @@
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ObjectStore } from '../storage/object-store.js';
 import { retryWhileStoreFails } from '../storage/retry.js';
-import { checkpointKeys, parseCheckpointKey } from '../protocol/object-keys.js';
+import { parseCheckpointKey } from '../protocol/object-keys.js';
 import type { DesiredTask, TaskReport } from '../protocol/worker-protocol.js';
 import type { AgentLogger, AgentOptions } from './agent.js';
-import { fetchBuildContext } from './build-context.js';
-import { restoreLatestCheckpoint } from './checkpoints.js';
 import { CheckpointWatcher, type StoreStepRetry } from './checkpoint-watcher.js';
 import { checkpointAndStop, type StopDeadline } from './checkpoint-stop.js';
 import { SIGKILL_EXIT_CODE, type TaskLaunch, type TaskRunStatus } from './executor.js';
 import { ProgressTracker } from './progress.js';
 import { hostFaultOf } from './host-fault.js';
 import { TaskLogUploads } from './task-log-uploads.js';
-import { readExitRecord, writeExitRecord, type TaskExitRecord } from './exit-record.js';
+import { exitOf, writeExitRecord, type TaskExitRecord } from './exit-record.js';
+import { prepareTask } from './task-preparation.js';
 import {
   gotFurther,
   outsideStopsSpent,
@@ -486,81 +485,21 @@ export class TaskLifecycle {
     });
   }
 
-  /**
-   * Everything a start needs before the task runs (restore its checkpoint, fetch its build context, pull or build its
-   * image): the launch to hand the executor; or, when it already exited in this attempt (its exit record says so),
-   * that exit. A held task is reported ready after this, so all of it is done by then: its job's release must start
-   * every task at once, not one at once and another after minutes of pulling, and an image that fails to build must
-   * fail the task before its siblings are released, not after.
-   */
+  /** Everything a start needs before the task runs (task-preparation.ts). */
   private async prepare(t: LocalTask, d: DesiredTask): Promise<TaskExitRecord | TaskLaunch> {
-    const store = this.requireStore();
-    if (d.restore) {
-      // Retried while the store fails, like the restore: an outage must neither fail the task nor run it twice.
-      // (Part of the restore: its retries are logged as the restore's.)
-      const exited = await this.retry(`restore of ${t.taskId}`, () =>
-        readExitRecord(store, t, d.attempt ?? 1),
-      );
-      if (exited !== undefined) return exited;
-    }
-    const executor = this.options.executor;
-    const dir = this.taskDir(t.taskId);
-    const checkpointDir = join(dir, 'checkpoint');
-    const progressFile = join(dir, 'progress');
-    if ((await executor.status(t.taskId)) !== undefined) await executor.remove(t.taskId);
-    await mkdir(dir, { recursive: true });
-    await writeFile(progressFile, '');
-    await this.persist(t);
-    let restoring = false;
-    if (d.restore) {
-      // Retried while the store fails: starting from zero (or an older checkpoint) because S3 was down would lose work.
-      const restored = await this.retry(`restore of ${t.taskId}`, () =>
-        restoreLatestCheckpoint(store, { jobId: t.jobId, taskId: t.taskId }, checkpointDir),
-      );
-      for (const s of restored.skipped)
-        this.log.warn(`task ${t.taskId}: skipped checkpoint ${s.seq}: ${s.reason}`);
-      if (restored.manifest !== undefined) {
-        restoring = true;
-        t.restoredFrom = checkpointKeys(t, restored.manifest.seq).manifest;
-        t.checkpoint = checkpointOf(t, restored.manifest);
-        this.log.info(
-          `task ${t.taskId}: restored checkpoint ${restored.manifest.seq} in ${restored.durationMs} ms`,
-        );
-      } else this.log.warn(`task ${t.taskId}: no good checkpoint to restore; starting from zero`);
-    } else {
-      await rm(checkpointDir, { recursive: true, force: true });
-      await mkdir(checkpointDir, { recursive: true });
-    }
-    await this.watch(t);
-    const build = d.launch.build;
-    const launch: TaskLaunch = {
-      taskId: t.taskId,
-      jobId: t.jobId,
-      ...(d.launch.image === undefined ? {} : { image: d.launch.image }),
-      ...(build === undefined
-        ? {}
-        : {
-            build: await this.retry(`build context of ${t.taskId}`, () =>
-              fetchBuildContext(build, this.options.workDir, () => this.requireStore()),
-            ),
-          }),
-      command: d.launch.command,
-      env: d.launch.env,
-      vcpus: d.launch.vcpus,
-      memoryGiB: d.launch.memoryGiB,
-      gpus: d.launch.gpus,
-      shmSizeGiB: d.launch.shmSizeGiB,
-      checkpointDir,
-      progressFile,
-      restoring,
-      attempt: d.attempt ?? 1,
-      // Kept by the executor with the task: what a restarted worker that lost this record adopts it by (rebuild).
-      checkpointSignal: d.checkpoint.signal,
-      checkpointTimeoutSeconds: d.checkpoint.timeoutSeconds,
-      ...(t.total === undefined ? {} : { totalIterations: t.total }),
-    };
-    await executor.prepare?.(launch);
-    return launch;
+    return prepareTask(
+      {
+        options: this.options,
+        log: this.log,
+        requireStore: () => this.requireStore(),
+        retry: this.retry,
+        dir: this.taskDir(t.taskId),
+        persist: (task) => this.persist(task),
+        watch: (task) => this.watch(task),
+      },
+      t,
+      d,
+    );
   }
 
   async stop(
@@ -671,32 +610,14 @@ export class TaskLifecycle {
     // store does, and a worker that dies meanwhile must not take the exit with it (exit-record.ts). Still reported
     // only once all three are stored.
     if (!t.stopRequested) {
-      const tail = await this.options.executor.logTail(t.taskId, 5).catch(() => '');
-      // An exit code of 137 alone does not say the task outgrew its memory: the executor knows it was the OOM killer.
-      const status =
-        exitCode === 0 ? undefined : await this.options.executor.status(t.taskId).catch(() => undefined);
-      const limit = status?.memoryLimitGiB;
-      const how = status?.oomKilled
-        ? `killed: out of memory (${limit === undefined ? 'no limit' : `limit ${Number(limit.toPrecision(4))} GiB`}), `
-        : '';
-      const reason =
-        exitCode === 0
-          ? undefined
-          : `${how}exit code ${exitCode ?? 'unknown'}${tail === '' ? '' : `; last output:\n${tail}`}`;
+      const { record, reason } = await exitOf(
+        t,
+        exitCode,
+        this.options.executor,
+        this.options.cloudInstanceId,
+      );
       // Stored before it is reported: from then on a worker asked to run it again finds its end (exit-record.ts).
       const store = this.requireStore();
-      const record: TaskExitRecord = {
-        version: 1,
-        jobId: t.jobId,
-        taskId: t.taskId,
-        attempt: t.attempt ?? 1,
-        state: exitCode === 0 ? 'succeeded' : 'failed',
-        ...(exitCode === undefined ? {} : { exitCode }),
-        ...(reason === undefined ? {} : { reason: reason.slice(0, 4000) }),
-        ...(t.completed === undefined ? {} : { completedIterations: t.completed }),
-        instanceId: this.options.cloudInstanceId,
-        exitedAt: new Date().toISOString(),
-      };
       await this.retry(`exit record of ${t.taskId}`, () => writeExitRecord(store, record));
       t.reason = reason;
     }
