@@ -11,6 +11,7 @@
 // fail with their own message. This script never fails the run itself: the tests are the verdict.
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { delimiter, join } from 'node:path';
 
 function onPath(name) {
@@ -84,6 +85,20 @@ const needs = [
     apt: 'postgresql',
   },
   {
+    // An optional dependency: npm ci leaves it out when its libpq binding does not build (no libpq-dev or no C++
+    // toolchain), and the PostgreSQL tests fail. Installed after the fact, it needs an npm ci again.
+    what: 'pg-native (libpq binding, an optional npm dependency) for the PostgreSQL state store: after installing it, run npm ci again',
+    present: () => {
+      try {
+        createRequire(import.meta.url)('pg-native');
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    apt: 'libpq-dev build-essential',
+  },
+  {
     what: 'moto_server (EC2 and S3 stand-in) for the AWS tests',
     present: () => (process.env.MOTO_SERVER_BIN ?? '') !== '' || onPath('moto_server') !== undefined,
     pip: 'moto[server]',
@@ -105,7 +120,7 @@ if (apt.length > 0) {
     const update = spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
     const install =
       update.status === 0
-        ? spawnSync('apt-get', ['install', '-y', '-qq', ...packages], {
+        ? spawnSync('apt-get', ['install', '-y', '-qq', ...packages.flatMap((p) => p.split(' '))], {
             stdio: ['ignore', 'ignore', 'inherit'],
             env,
           })

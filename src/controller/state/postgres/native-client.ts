@@ -41,11 +41,30 @@ export const CONNECTION_BAD = 4;
 
 let constructorCache: NativeClientConstructor | undefined;
 
-/** A new, unconnected client. */
+/**
+ * A new, unconnected client. pg-native is an optional dependency (its libpq binding is compiled at install, which
+ * needs libpq's headers and a C++ toolchain): where it did not build, only the PostgreSQL store is unavailable, and
+ * choosing it says what to install.
+ */
 export function newNativeClient(): NativeClient {
   // Loaded on first use, so SQLite-only runs never load libpq.
-  constructorCache ??= createRequire(import.meta.url)('pg-native') as NativeClientConstructor;
+  constructorCache ??= loadPgNative();
   return new constructorCache();
+}
+
+/** pg-native's client class; `moduleName` is there for tests of a missing module. */
+export function loadPgNative(moduleName = 'pg-native'): NativeClientConstructor {
+  try {
+    return createRequire(import.meta.url)(moduleName) as NativeClientConstructor;
+  } catch (e) {
+    throw new Error(
+      'the PostgreSQL state store needs pg-native, which is not installed or did not build ' +
+        `(${e instanceof Error ? e.message.split('\n')[0] : String(e)}): install libpq's headers and a C++ ` +
+        'toolchain (Debian/Ubuntu: apt-get install libpq-dev build-essential; Amazon Linux: dnf install ' +
+        'libpq-devel gcc-c++ make), then `npm install pg-native` where fleetwise is installed',
+      { cause: e },
+    );
+  }
 }
 
 /**
