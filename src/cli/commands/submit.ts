@@ -2,17 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { isNode, LineCounter, parseDocument } from 'yaml';
-import { z } from 'zod';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
 import { parseJobSpec, validateJobSpec } from '../../controller/job-spec/parse.js';
 import { lineOf } from '../../controller/job-spec/problems.js';
 import { keepEnvValuesAsWritten } from '../../controller/job-spec/env-text.js';
 import { writtenArraySize } from '../../controller/job-spec/array.js';
-import { JOB_SPEC_LIMITS } from '../../controller/job-spec/spec.js';
-import { arrayPropertiesSchema } from '../../controller/job-spec/schema.js';
 import { IDEMPOTENCY_KEY_PATTERN, IDEMPOTENCY_KEY_RULE } from '../../controller/submission-keys.js';
-import { completionText, predictionsOf, queueFieldsOf, warningsOf } from './job.js';
+import { queueFieldsOf, warningsOf } from './job.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import {
   addConnectionOptions,
@@ -25,10 +22,22 @@ import {
 import type { DryRunResponse, JobSummaryResponse } from '../api-responses.js';
 import { RESUBMISSION_KEY_PREFIX } from '../resubmission.js';
 import { requireJobIds } from '../job-id-arguments.js';
-import { formatDollars, formatIdList, formatTable, formatTime } from '../table.js';
+import { formatIdList } from '../table.js';
 import { terminalSafe, terminalSafeDeep } from '../terminal-text.js';
 import { catalogHostingAnyDemand, withLines, type FieldPath } from '../spec-lines.js';
 import { BuildContexts, type RawSpec } from '../submit-contexts.js';
+import { formatDryRun } from '../dry-run-text.js';
+import {
+  arraySizeOption,
+  checkChainAfterArrays,
+  checkChainTeams,
+  checkPerIndex,
+  namedJob,
+  standInIds,
+  withArray,
+  withDependencies,
+  type PerIndexDependency,
+} from '../submit-chain-rules.js';
 
 interface SubmitOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -428,74 +437,6 @@ function submissionKeys(base: string, count: number, given: boolean): string[] {
   return keys;
 }
 
-/** `--array N`, checked as the spec's arrayProperties.size is. */
-function arraySizeOption(text: string): number {
-  const size = /^\d+$/.test(text.trim()) ? Number(text) : Number.NaN;
-  const checked = arrayPropertiesSchema.safeParse({ size });
-  if (!checked.success)
-    throw new ValidationError('--array', [
-      Number.isNaN(size)
-        ? `${JSON.stringify(text)}: expected a whole number of jobs`
-        : `${text}: ${checked.error.issues[0]?.message ?? 'not a valid array size'}`,
-    ]);
-  return size;
-}
-
-/** The spec as an array of `size` jobs (replacing any arrayProperties it had). */
-function withArray(raw: RawSpec, size: number): RawSpec {
-  return { ...raw, arrayProperties: { size } };
-}
-
-/** An array dependency as a spec writes it (AWS Batch's N_TO_N). */
-interface PerIndexDependency {
-  readonly jobId: string;
-  readonly type: 'N_TO_N';
-}
-
-/**
- * The spec with `dependencies` added to its own `dependsOn` (each job once); checked by the controller like the
- * rest.
- */
-function withDependencies(raw: RawSpec, dependencies: readonly (string | PerIndexDependency)[]): RawSpec {
-  if (dependencies.length === 0) return raw;
-  const own = Array.isArray(raw['dependsOn']) ? (raw['dependsOn'] as unknown[]) : [];
-  const named = new Set(own.map(namedJob));
-  const added = dependencies.filter((d) => {
-    const id = namedJob(d);
-    if (named.has(id)) return false;
-    named.add(id);
-    return true;
-  });
-  return { ...raw, dependsOn: [...own, ...added] };
-}
-
-/** The job a dependency names (a job id, or an N_TO_N entry's jobId); anything else is left to validation. */
-function namedJob(dependency: unknown): unknown {
-  return typeof dependency === 'object' && dependency !== null && 'jobId' in dependency
-    ? (dependency as { jobId: unknown }).jobId
-    : dependency;
-}
-
-/**
- * A step after an array waits for every job of it: refused before anything is submitted when that is more than a job
- * may wait for, rather than after the steps before it were.
- */
-function checkChainAfterArrays(files: readonly string[], specs: readonly RawSpec[]): void {
-  const problems = files.flatMap((file, i) => {
-    const before = i === 0 ? undefined : writtenArraySize(specs[i - 1] as RawSpec);
-    if (before === undefined) return [];
-    const own = specs[i]?.['dependsOn'];
-    const waits = before + (Array.isArray(own) ? own.length : 0);
-    return waits > JOB_SPEC_LIMITS.maxDependencies
-      ? [
-          `${file} would wait for ${waits} jobs (all ${before} of the array before it), at most ` +
-            `${JOB_SPEC_LIMITS.maxDependencies}: --per-index pairs arrays job by job`,
-        ]
-      : [];
-  });
-  if (problems.length > 0) throw new ValidationError('--chain', problems);
-}
-
 /**
  * Check each step of a chain as it will be submitted, waiting for the step before it, whose jobs do not exist yet:
  * ids standing in for them count as many (an array's size times what each of its jobs waits for is bounded).
@@ -521,31 +462,6 @@ function checkChainSteps(
   }
 }
 
-/** `count` job ids none of `taken`, standing in for jobs not yet submitted (as many as there will be). */
-function standInIds(count: number, taken: ReadonlySet<unknown>): string[] {
-  const ids: string[] = [];
-  for (let n = 1; ids.length < count; n++) {
-    const id = `job-${900_000_000_000_000 + n}`;
-    if (!taken.has(id)) ids.push(id);
-  }
-  return ids;
-}
-
-/** A step waits for jobs of its own team only: each step of a chain is for the team of the one before it. */
-function checkChainTeams(files: readonly string[], teams: readonly (string | undefined)[]): void {
-  const problems = files.flatMap((file, i) => {
-    const team = teams[i];
-    const before = i === 0 ? undefined : teams[i - 1];
-    return before === undefined || team === before
-      ? []
-      : [
-          `${file} is for team ${team ?? '?'}, ${files[i - 1]} before it for team ${before}: a job waits only for ` +
-            'jobs of its own team',
-        ];
-  });
-  if (problems.length > 0) throw new ValidationError('--chain', problems);
-}
-
 /**
  * The controller's refusal of a file, named by it; the problems it found (which name fields only: it was sent JSON)
  * with their lines in the file.
@@ -558,77 +474,4 @@ function refusedFile(file: string, e: unknown, spec: CheckedSpecFile, hint = '')
           .join('')}`
       : (e as Error).message;
   return new Error(`${file}: ${message}${hint}`, { cause: e });
-}
-
-/** `--per-index` pairs the jobs of consecutive arrays by index: every file an array, all of one size. */
-function checkPerIndex(files: readonly string[], specs: readonly RawSpec[], chain: boolean): void {
-  if (!chain) throw new ValidationError('--per-index', ['goes with --chain (it says how each step waits)']);
-  const sizes = specs.map(writtenArraySize);
-  const problems = files.flatMap((file, i) =>
-    sizes[i] === undefined
-      ? [`${file} is not an array (give arrayProperties.size, or --array N)`]
-      : i > 0 && sizes[i] !== sizes[i - 1]
-        ? [
-            `${file} is an array of ${sizes[i]}, ${files[i - 1]} of ${sizes[i - 1]}: only arrays of one size pair by index`,
-          ]
-        : [],
-  );
-  if (problems.length > 0) throw new ValidationError('--per-index', problems);
-}
-
-/** A dry run's spot quote (absent: the controller buys no spot, the job never runs on spot, or an older release). */
-const dryRunSpotSchema = z.object({
-  costPerHour: z.number(),
-  tasks: z.array(
-    z.object({ name: z.string(), instanceType: z.string(), zone: z.string(), costPerHour: z.number() }),
-  ),
-});
-
-/**
- * "spot  $0.04/hour alone at the cheapest spot price of its host (c7i.large $0.04/h in us-east-1b)": what the job would
- * cost where the controller buys it on spot, besides the on-demand quote.
- */
-function spotLine(view: DryRunResponse): string {
-  const parsed = dryRunSpotSchema.safeParse((view as Record<string, unknown>)['spot']);
-  if (!parsed.success) return '';
-  const hosts = parsed.data.tasks
-    .map((t) => `${t.instanceType} ${formatDollars(t.costPerHour)}/h in ${t.zone}`)
-    .join(', ');
-  return (
-    `on spot    ${formatDollars(parsed.data.costPerHour)}/hour alone at the cheapest spot price of its host ` +
-    `(${hosts}); bought on spot when that, interruption risk priced in, beats on demand\n`
-  );
-}
-
-function formatDryRun(file: string, view: DryRunResponse): string {
-  const eta = view.eta;
-  const held = view.waitingFor ?? [];
-  const bound = view.startsNoEarlierThanSeconds;
-  const heldLine =
-    held.length === 0
-      ? ''
-      : `held       until ${held.join(', ')} ${held.length === 1 ? 'has' : 'have'} succeeded` +
-        `${bound === undefined || bound === null ? '' : `: by ${predictionsOf(held.length)} it would start no earlier than ${formatTime(bound)}`}\n`;
-  const etaLine =
-    eta === null
-      ? 'eta        - (no prediction: predictions are off on this controller, or it is stopping)'
-      : `eta        ${completionText(eta) ?? 'unknown'}` +
-        `${eta.startSeconds === null ? '' : `, start ${formatTime(eta.startSeconds)}`} (${eta.basis})`;
-  const arrayLine =
-    view.arraySize === undefined
-      ? ''
-      : `array      ${view.arraySize} jobs, alike but for FLEETWISE_ARRAY_INDEX 0–${view.arraySize - 1}; the cost ` +
-        'and ETA below are of one of them submitted alone\n';
-  return (
-    `${file}: ${view.name} (team ${view.team}) is valid; dry run, nothing submitted\n` +
-    arrayLine +
-    formatTable(
-      ['TASK', 'REPLICAS', 'INSTANCE TYPE', '$/HOUR'],
-      view.tasks.map((t) => [t.name, t.replicas, t.instanceType, formatDollars(t.costPerHour)]),
-    ) +
-    `cost       ${formatDollars(view.costPerHour)}/hour alone (reservation prices; packing shares instances and costs less)\n` +
-    spotLine(view) +
-    heldLine +
-    `${etaLine}\n`
-  );
 }
