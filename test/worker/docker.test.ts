@@ -16,9 +16,9 @@ import {
   DockerExecutor,
   INSTANCE_LABEL,
   JOB_LABEL,
-  prepareHostPaths,
   TASK_LABEL,
 } from '../../src/worker/executors/docker.js';
+import { prepareHostPaths } from '../../src/worker/executors/task-host-paths.js';
 import { buildTag, hashBuildContext, ImageBuildError, ImageCache } from '../../src/worker/image-cache.js';
 import { ProgressTracker } from '../../src/worker/progress.js';
 import { persistTask } from '../../src/worker/task-record.js';

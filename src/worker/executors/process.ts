@@ -24,7 +24,8 @@ import {
   type TaskLaunch,
   type TaskRunStatus,
 } from '../executor.js';
-import { prepareHostPaths, taskEnvironment, UnknownTaskError } from './docker.js';
+import { taskEnvironment, UnknownTaskError } from './docker.js';
+import { prepareHostPaths } from './task-host-paths.js';
 import { lastLines, LOG_TAIL_BYTES } from './log-tail.js';
 
 /**
