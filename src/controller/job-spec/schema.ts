@@ -7,16 +7,17 @@ import { networkDeclarationSchema } from '../../core/network-schema.js';
 import { SPOT_PREFERENCES } from '../../core/spot.js';
 import { plainEntryName, unsafeEntryNameReason } from '../../protocol/archive-entry-names.js';
 import {
-  ARRAY_DEPENDENCY_TYPES,
   CHECKPOINT_SIGNALS,
   DEFAULT_CHECKPOINT_TIMEOUT_SECONDS,
-  JOB_ID_PATTERN,
   JOB_SPEC_LIMITS,
   RESERVED_ENV_PREFIX,
-  RETRY_ACTIONS,
   type BuildSpec,
-  type RetryAction,
 } from './spec.js';
+import { arrayPropertiesSchema, checkDependencies, dependencySchema } from './dependency-schema.js';
+import { exitRuleSchema, retryStrategySchema } from './retry-schema.js';
+
+export { arrayDependencySchema, arrayPropertiesSchema } from './dependency-schema.js';
+export { exitRuleSchema, retryStrategySchema } from './retry-schema.js';
 
 /**
  * The zod schemas a job spec is validated with. They check each field on its own; rules that span fields (image or
@@ -365,157 +366,6 @@ const queueSchema = z
     'Accepted and kept, but not used: jobs are classed by size or team from the controller config (queue.classifyBy) ' +
       "and ordered by their class's ordering, so class, priority and stages here change nothing (a submission is " +
       'warned when it sets them); other keys are kept too',
-  );
-
-const EXIT_GLOB_EXAMPLE = 'e.g. "137" or "1*"';
-const EXIT_GLOB_RULE = `expected an exit code or a glob of digits and *, ${EXIT_GLOB_EXAMPLE}`;
-
-/** Batch writes exit codes as strings; YAML reads `onExitCode: 137` as a number, which means the same. */
-const exitCodeGlobSchema = z
-  .union(
-    [
-      z
-        .string()
-        .max(512, 'at most 512 characters')
-        .regex(/^[0-9*]+$/, `only digits and * (any run of digits), ${EXIT_GLOB_EXAMPLE}`)
-        // A code without a * names one exit code, which is 0–255 however it is written ("300" would never match);
-        // a glob the pattern refuses has its problem said already.
-        .refine((glob) => !/^[0-9]+$/.test(glob) || Number(glob) <= 255, 'exit codes are 0–255')
-        // Globs match the code's decimal text, which has no leading zero: "0137" or "01*" would never match.
-        // Refused rather than read as 137, as "1*" is not read as a number either.
-        .superRefine((glob, ctx) => {
-          if (!/^0[0-9*]*[0-9]/.test(glob)) return;
-          const fixed = glob.replace(/^0+(?=[0-9])/, '');
-          ctx.addIssue({
-            code: 'custom',
-            message: /^[0-9]+$/.test(glob)
-              ? `${JSON.stringify(glob)}: exit codes are written without leading zeros, write ${fixed}`
-              : `${JSON.stringify(glob)} never matches: exit codes are written without leading zeros (a glob ` +
-                'starting with 0 matches only 0)',
-          });
-        }),
-      z.number().int('a whole number').nonnegative(EXIT_GLOB_RULE).max(255, 'exit codes are 0–255'),
-    ],
-    { error: EXIT_GLOB_RULE },
-  )
-  .transform(String)
-  .describe('Exit codes this rule matches: digits and * (any run of digits), e.g. "137", "1*" or "*"');
-
-/** Batch spells actions RETRY and EXIT; both spellings are taken. */
-const retryActionSchema = z
-  .enum([...RETRY_ACTIONS, 'RETRY', 'EXIT'], {
-    error: (issue) => (issue.input === undefined ? 'required: retry or exit' : 'expected retry or exit'),
-  })
-  .transform((a): RetryAction => (a === 'RETRY' ? 'retry' : a === 'EXIT' ? 'exit' : a))
-  .describe('retry: run the job again (from its checkpoints) if attempts are left; exit: fail it now');
-
-export const exitRuleSchema = z.strictObject({
-  onExitCode: exitCodeGlobSchema,
-  action: retryActionSchema,
-});
-
-export const retryStrategySchema = z
-  .strictObject({
-    attempts: z
-      .number()
-      .int('a whole number')
-      .min(1, 'at least 1 (the first run counts)')
-      .max(JOB_SPEC_LIMITS.maxAttempts, `at most ${JOB_SPEC_LIMITS.maxAttempts}`)
-      .describe('Attempts in all, the first included (1–10, as in AWS Batch)')
-      .default(1),
-    evaluateOnExit: z
-      .array(exitRuleSchema)
-      .min(1, 'give at least one rule, or leave evaluateOnExit out')
-      .max(JOB_SPEC_LIMITS.maxExitRules, `at most ${JOB_SPEC_LIMITS.maxExitRules} rules`)
-      .describe(
-        "Rules tried in order on a failed task's exit code; the first match decides, and when none matches the " +
-          'job is retried',
-      )
-      .optional(),
-  })
-  .describe(
-    'Run the job again when a task fails (AWS Batch retryStrategy); a retried attempt resumes from its ' +
-      "tasks' last checkpoints",
-  );
-
-const JOB_ID_RULE = 'a job id (job-<n>)';
-const ARRAY_DEPENDENCY_RULE = 'an array dependency: { jobId: job-<n>, type: N_TO_N } or { type: SEQUENTIAL }';
-
-/**
- * AWS Batch's array dependencies, for the jobs of an array: N_TO_N, each waits for the job of the same index in the
- * array `jobId` belongs to; SEQUENTIAL, each waits for the one before it in its own array.
- */
-export const arrayDependencySchema = z.strictObject({
-  jobId: z.string().regex(JOB_ID_PATTERN, JOB_ID_RULE).optional(),
-  type: z.enum(ARRAY_DEPENDENCY_TYPES, { error: 'expected N_TO_N or SEQUENTIAL' }),
-});
-
-/** A job id, or (for an array) an array dependency. One message per kind of input, not a union's alternatives. */
-const dependencySchema = z.union([z.string().regex(JOB_ID_PATTERN, JOB_ID_RULE), arrayDependencySchema], {
-  error: (issue) =>
-    typeof issue.input === 'string'
-      ? JOB_ID_RULE
-      : typeof issue.input === 'object' && issue.input !== null && !Array.isArray(issue.input)
-        ? `expected ${ARRAY_DEPENDENCY_RULE}`
-        : `expected ${JOB_ID_RULE} or ${ARRAY_DEPENDENCY_RULE}`,
-});
-
-function checkDependencies(items: readonly z.output<typeof dependencySchema>[], ctx: z.RefinementCtx): void {
-  const named = items.map((d) => (typeof d === 'string' ? d : d.type === 'N_TO_N' ? d.jobId : undefined));
-  if (new Set(named.filter((id) => id !== undefined)).size !== named.filter((id) => id !== undefined).length)
-    ctx.addIssue({ code: 'custom', message: 'names a job twice' });
-  items.forEach((d, i) => {
-    if (typeof d === 'string') return;
-    if (d.type === 'N_TO_N' && d.jobId === undefined)
-      ctx.addIssue({
-        code: 'custom',
-        path: [i, 'jobId'],
-        message: 'required: a job of the array to pair with',
-      });
-    if (d.type === 'SEQUENTIAL' && d.jobId !== undefined)
-      ctx.addIssue({
-        code: 'custom',
-        path: [i, 'jobId'],
-        message: 'SEQUENTIAL names no job: each job of the array waits for the one before it',
-      });
-  });
-  if (items.filter((d) => typeof d !== 'string' && d.type === 'SEQUENTIAL').length > 1)
-    ctx.addIssue({ code: 'custom', message: 'SEQUENTIAL twice' });
-}
-
-export const arrayPropertiesSchema = z
-  .strictObject(
-    {
-      size: z
-        .number({
-          error: (issue) =>
-            issue.input === undefined
-              ? 'required: how many jobs the array holds'
-              : 'expected a whole number of jobs',
-        })
-        .int('a whole number')
-        .min(2, 'an array holds at least 2 jobs (submit one job without arrayProperties)')
-        .max(JOB_SPEC_LIMITS.maxArraySize, `at most ${JOB_SPEC_LIMITS.maxArraySize} jobs`)
-        .describe('How many jobs the array holds'),
-      index: z
-        .number({ error: 'expected a whole number' })
-        .int('a whole number')
-        .nonnegative('from 0')
-        .describe(
-          "This job's place in the array (0 to size − 1): set by the controller on each job of an array; give it to " +
-            'submit one of them alone (to run it again)',
-        )
-        .optional(),
-    },
-    { error: 'expected { size: N }, N the number of jobs' },
-  )
-  .superRefine((a, ctx) => {
-    if (a.index !== undefined && a.index >= a.size)
-      ctx.addIssue({ code: 'custom', path: ['index'], message: `must be below size (${a.size})` });
-  })
-  .describe(
-    "An array job (AWS Batch's arrayProperties): the spec submitted as `size` jobs, alike but for the index their " +
-      'tasks read from FLEETWISE_ARRAY_INDEX (and AWS_BATCH_JOB_ARRAY_INDEX); FLEETWISE_ARRAY_SIZE holds the size',
   );
 
 export const jobSpecSchema = z.strictObject({
