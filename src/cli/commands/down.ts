@@ -1,6 +1,7 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, readlinkSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
+import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
 import { LocalProvider } from '../../cloud/local/local-provider.js';
@@ -8,6 +9,7 @@ import { journalPathOf, LocalInstanceFile, type LocalInstance } from '../../clou
 import { exitTimes, stopWorkersGently } from '../../cloud/local/local-shutdown.js';
 import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
 import { parseWith, ValidationError } from '../../core/validation.js';
+import { controllerConfigSchema, type ControllerConfig } from '../../controller/config.js';
 import { findLocalController, LOCAL_STATE_DIR } from '../local-state.js';
 import { lockHolder, PID_FILE, processRunning, sharedControllers } from '../state-dir-lock.js';
 import { DB_FILE } from './controller/state-dir.js';
@@ -18,7 +20,8 @@ import { makeExecutor } from './worker.js';
  * its workers, unless it was started with --keep-workers), or every controller sharing a PostgreSQL state there, then
  * every worker process the local instance records still list, each checkpointing and stopping its tasks first; what
  * does not stop in time is killed with its tasks. Those it stopped are marked so in the records, for the next start.
- * A controller that cannot be stopped leaves the workers running.
+ * A controller that cannot be stopped leaves the workers running. An EC2 controller stops alone: its instances are
+ * not this host's processes, and it says so.
  * Idempotent: with nothing running it says so and succeeds.
  */
 
@@ -41,10 +44,64 @@ function isController(pid: number): boolean {
   }
 }
 
+type Provider = ControllerConfig['provider'];
+
 interface RunningController {
   readonly pid: number;
   /** It shares a PostgreSQL state: it leaves the workers to the next active controller, so down stops them. */
   readonly shared: boolean;
+  /** Whose instances it runs; undefined when its command line cannot be read (no /proc, another user's). */
+  readonly provider: Provider | undefined;
+}
+
+/** The value of `--name X` or `--name=X` in a command line (the last one given, as commander takes it). */
+function flagValue(args: readonly string[], name: string): string | undefined {
+  let value: string | undefined;
+  args.forEach((arg, i) => {
+    if (arg === name) value = args[i + 1];
+    else if (arg.startsWith(`${name}=`)) value = arg.slice(name.length + 1);
+  });
+  return value;
+}
+
+/**
+ * The provider a running controller was started with, as it resolved it: `--provider`, else its `--config` file's
+ * `provider` (a relative path is the controller's working directory's), else the configuration's default.
+ */
+function controllerProvider(pid: number): Provider | undefined {
+  const providerSchema = controllerConfigSchema.shape.provider;
+  try {
+    const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    const given = flagValue(args, '--provider');
+    if (given !== undefined) return providerSchema.safeParse(given).data;
+    const config = flagValue(args, '--config');
+    if (config === undefined) return providerSchema.parse(undefined);
+    const file = parseYaml(
+      readFileSync(resolve(readlinkSync(`/proc/${pid}/cwd`), config), 'utf8'),
+    ) as unknown;
+    const inFile =
+      typeof file === 'object' && file !== null ? (file as { provider?: unknown }).provider : undefined;
+    return providerSchema.safeParse(inFile).data;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * What stopping `controller` does to its workers. Only a local controller stops them: an EC2 controller's SIGTERM
+ * ends its loop and API, and its instances keep running, billed, until they are terminated.
+ */
+function stoppingLine({ pid, shared, provider }: RunningController): string {
+  const stopping = `stopping the controller (pid ${pid})${shared ? ' sharing the state' : ''}`;
+  const local = shared ? 'its workers are stopped next' : "it checkpoints and stops its workers' tasks";
+  const ec2 =
+    'its EC2 instances keep running, and billing, without it: to end them, let it terminate them first (cancel ' +
+    'the jobs with fleetwise cancel --all and wait until fleetwise cluster lists no instance), or terminate the ' +
+    'instances tagged fleetwise:cluster=<cluster> yourself (aws ec2 terminate-instances)';
+  if (provider === 'local') return `${stopping}; ${local}`;
+  if (provider === 'aws') return `${stopping}; ${ec2}`;
+  // Its command line could not be read: each provider's outcome is said.
+  return `${stopping}; a local controller: ${local}; an EC2 controller: ${ec2}`;
 }
 
 /**
@@ -58,7 +115,9 @@ function runningControllers(stateDir: string): RunningController[] {
     ...sharedControllers(stateDir)
       .filter((pid) => pid !== holder)
       .map((pid) => ({ pid, shared: true })),
-  ].filter((c) => isController(c.pid));
+  ]
+    .filter((c) => isController(c.pid))
+    .map((c) => ({ ...c, provider: controllerProvider(c.pid) }));
 }
 
 async function waitForExit(pid: number, ms: number): Promise<boolean> {
@@ -77,11 +136,7 @@ async function stopController(
   out: (line: string) => void,
 ): Promise<number | undefined> {
   const { pid } = controller;
-  out(
-    controller.shared
-      ? `stopping the controller (pid ${pid}) sharing the state; its workers are stopped next`
-      : `stopping the controller (pid ${pid}); it checkpoints and stops its workers' tasks`,
-  );
+  out(stoppingLine(controller));
   if (!signal(pid, 'SIGTERM')) return pid;
   if (await waitForExit(pid, graceMs + 30_000)) {
     out(`controller stopped (pid ${pid})`);
