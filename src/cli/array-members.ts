@@ -1,4 +1,5 @@
 import { arrayIdsOf, isWholeArray } from '../controller/job-spec/array.js';
+import { ValidationError } from '../core/validation.js';
 import type { FleetwiseClient } from './client.js';
 import type { JobListResponse } from './api-responses.js';
 
@@ -14,8 +15,11 @@ const PAGE = 500;
 export async function arrayMembers(client: FleetwiseClient, id: string): Promise<ListedJob[]> {
   const job = await client.getJob(id);
   const ids = arrayIdsOf(job);
+  // Named with --array, a job of no array is the command's input at fault (exit 2), as `cancel --array` says it.
   if (ids === undefined || job.array === undefined)
-    throw new Error(`${id} (${job.name}) is not a job of an array`);
+    throw new ValidationError('arguments', [
+      `${id} (${job.name}) is not a job of an array: name it without --array`,
+    ]);
   const first = Number((ids[0] as string).slice('job-'.length));
   const members: ListedJob[] = [];
   let after: string | undefined = first > 1 ? `job-${first - 1}` : undefined;

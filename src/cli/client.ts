@@ -193,6 +193,8 @@ export class FleetwiseClient {
   resendDelayMs = 1000;
   /** Whether the controller honours idempotency keys, once /healthz said. */
   private keysHonoured: boolean | undefined;
+  /** Ends every request of this client when it aborts (a command's deadline), besides each request's own timeout. */
+  private until: AbortSignal | undefined;
 
   constructor(
     server: string,
@@ -263,6 +265,24 @@ export class FleetwiseClient {
       undefined,
       `the local controller of ${local.stateDir}`,
     );
+  }
+
+  /**
+   * This client with every request also ended once `signal` aborts: a command bound by a deadline (`wait --timeout`)
+   * keeps it even when the controller stops answering, instead of waiting out each request's own timeout.
+   */
+  boundedBy(signal: AbortSignal): FleetwiseClient {
+    const bounded = new FleetwiseClient(this.server, this.token, this.fetchImpl, this.origin);
+    bounded.resendDelayMs = this.resendDelayMs;
+    bounded.keysHonoured = this.keysHonoured;
+    bounded.until = signal;
+    return bounded;
+  }
+
+  /** A request's signal: its own timeout, and the client's bound when it has one. */
+  private signalFor(timeoutMs: number): AbortSignal {
+    const own = AbortSignal.timeout(timeoutMs);
+    return this.until === undefined ? own : AbortSignal.any([own, this.until]);
   }
 
   /**
@@ -438,7 +458,7 @@ export class FleetwiseClient {
       response = await this.fetchImpl(`${this.server}${path}`, {
         method: 'GET',
         headers: { authorization: `Bearer ${this.token}`, accept: 'text/plain' },
-        signal: AbortSignal.timeout(LOG_STREAM_TIMEOUT_MS),
+        signal: this.signalFor(LOG_STREAM_TIMEOUT_MS),
       });
     } catch (e) {
       throw new ConnectionError(
@@ -587,7 +607,7 @@ export class FleetwiseClient {
         method,
         headers,
         ...(body === undefined ? {} : { body }),
-        signal: AbortSignal.timeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS),
+        signal: this.signalFor(options.timeoutMs ?? DEFAULT_TIMEOUT_MS),
       });
     } catch (e) {
       const hint =

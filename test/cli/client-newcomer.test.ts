@@ -330,6 +330,19 @@ describe('the client a newcomer meets (CLI subprocess)', { timeout: CLI_TEST_TIM
     expect(racedText.stderr).toContain(`  - already cancelled: ${third}, ${fourth}\n`);
     service.goneBeforeTheirCancel.delete(second);
   });
+
+  it('cancel of an id named twice cancels, prints and lists it once', async () => {
+    const [first, second] = [await submitResnet(), await submitResnet()];
+    const text = await cli(['cancel', first, first]);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toBe(`${first} (resnet18-cifar10): cancelled\n`);
+    const json = await cli(['cancel', second, first, second, '--json']);
+    expect(json.code, json.stderr).toBe(0);
+    expect((JSON.parse(json.stdout) as { id: string; state: string }[]).map((j) => [j.id, j.state])).toEqual([
+      [second, 'cancelled'],
+      [first, 'cancelled'],
+    ]);
+  });
 });
 
 describe('help agrees with behaviour (CLI subprocess)', () => {

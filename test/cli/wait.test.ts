@@ -1,3 +1,5 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
@@ -111,6 +113,70 @@ it('gives up at --timeout, naming the jobs not ended', async () => {
   expect(result.code).toBe(1);
   expect(result.stdout).toBe('');
   expect(result.stderr).toContain(`timed out after 1s: 1 of 1 not ended (${c})`);
+});
+
+it('keeps --timeout when the controller stops answering: a poll ends at the deadline, not at its own timeout', async () => {
+  const id = service.submit(spec('hung'), 'vision').id;
+  const document = await (
+    await fetch(`${server.url}/v1/jobs/${id}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+  ).text();
+  // A controller that answers the first poll, then takes every request and never answers it.
+  let answered = 0;
+  let firstPollAt = 0;
+  const hung: ServerResponse[] = [];
+  const hanging = createServer((request: IncomingMessage, response: ServerResponse) => {
+    if (answered === 0 && request.url === `/v1/jobs/${id}`) {
+      answered += 1;
+      firstPollAt = Date.now();
+      response.writeHead(200, { 'content-type': 'application/json' }).end(document);
+    } else hung.push(response);
+  });
+  await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve));
+  try {
+    const result = await runCli(['wait', id, '--timeout', '3s', '--interval', '0.2'], {
+      ...process.env,
+      FLEETWISE_SERVER: `http://127.0.0.1:${(hanging.address() as AddressInfo).port}`,
+      FLEETWISE_TOKEN: ADMIN_TOKEN,
+    });
+    // From the first poll (the process started and its deadline set, just before it) to the exit.
+    const tookMs = Date.now() - firstPollAt;
+    expect(answered).toBe(1);
+    expect(hung.length).toBeGreaterThan(0);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`timed out after 3s: 1 of 1 not ended (${id})`);
+    // The deadline, then the poll on it has a second of grace.
+    expect(tookMs).toBeGreaterThan(2500);
+    expect(tookMs).toBeLessThan(5000);
+  } finally {
+    hanging.closeAllConnections();
+    await new Promise((resolve) => hanging.close(resolve));
+  }
+}, 60_000);
+
+it('--json prints each job in one shape, read by its id or as a job of an array', async () => {
+  const ids = service.submitArray(spec('shape', 2), 'vision').map((j) => j.id);
+  for (const id of ids) end(id, 'succeeded');
+  const alone = await cli(['wait', ids[0] as string, '--json']);
+  const whole = await cli(['wait', ids[0] as string, '--array', '--json']);
+  expect(alone.code, alone.stderr).toBe(0);
+  expect(whole.code, whole.stderr).toBe(0);
+  const [byId] = JSON.parse(alone.stdout) as Record<string, unknown>[];
+  const [byArray] = JSON.parse(whole.stdout) as Record<string, unknown>[];
+  expect(byId?.id).toBe(ids[0]);
+  expect(byArray?.id).toBe(ids[0]);
+  expect(Object.keys(byId ?? {})).toEqual(Object.keys(byArray ?? {}));
+  expect(byId).not.toHaveProperty('spec');
+  expect(byId).toMatchObject({ state: 'succeeded', array: { index: 0, size: 2 }, taskCount: 1 });
+});
+
+it('refuses --array for a job of no array as bad input (exit 2), as cancel --array does', async () => {
+  const lone = service.submit(spec('lone'), 'vision').id;
+  const waited = await cli(['wait', lone, '--array', '--timeout', '5s']);
+  expect(waited.code).toBe(2);
+  expect(waited.stderr).toContain(`${lone} (lone) is not a job of an array: name it without --array`);
+  const cancelled = await cli(['cancel', lone, '--array']);
+  expect(cancelled.code).toBe(2);
+  expect(service.store.getJob(lone)?.state).toBe('queued');
 });
 
 it('waits for a whole array with --array', async () => {

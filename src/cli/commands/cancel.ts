@@ -68,6 +68,8 @@ export function registerCancel(program: Command): void {
       throw new ValidationError('arguments', [
         '--array: give the ids of jobs of the arrays to cancel, not --all',
       ]);
+    // An id named twice is one job: cancelled, printed and listed once.
+    ids = [...new Set(ids)];
     const client = FleetwiseClient.fromOptions(options);
     let scope = '';
     if (options.array === true) {

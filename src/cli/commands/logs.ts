@@ -1,10 +1,10 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { isFinalJobState } from '../../controller/state/lifecycle.js';
+import { isFinalJobState, PLACED_TASK_STATES } from '../../controller/state/lifecycle.js';
 import { parseWith } from '../../core/validation.js';
 import { addConnectionOptions, ApiError, FleetwiseClient, type ConnectionOptions } from '../client.js';
 import { LogPartsPrinter, type LogPartSource } from '../log-parts-printer.js';
-import type { JobSummaryResponse } from '../api-responses.js';
+import type { JobDocumentResponse, JobSummaryResponse } from '../api-responses.js';
 import { pollIntervalOption, ReadsThroughRestarts, sleep } from '../poll.js';
 import { terminalSafe } from '../terminal-text.js';
 
@@ -14,6 +14,35 @@ interface LogsOptions extends ConnectionOptions {
 }
 
 const optionsSchema = z.object({ interval: pollIntervalOption });
+
+/**
+ * How long after its job ended a task may take to stop, beyond its checkpoint timeout: the stop reaches its worker at
+ * the next heartbeat, which kills it, uploads the rest of its log and reports it stopped at the one after; a worker
+ * that has gone silent is declared lost by then (the controller's workerHeartbeatTimeoutSeconds, 60 s by default),
+ * which ends its tasks. Past it, following gives up on what is still to come rather than hang.
+ */
+const STOP_MARGIN_SECONDS = 90;
+
+const checkpointTimeoutSchema = z.looseObject({
+  checkpoint: z.looseObject({ timeoutSeconds: z.number() }).optional().catch(undefined),
+});
+
+/**
+ * How long a job's tasks may take to stop once it ended: a stop under way when it ended (a move) may checkpoint for
+ * the job's checkpoint timeout first; a cancel's stop kills at once.
+ */
+function stopBoundSeconds(job: JobDocumentResponse): number {
+  const spec = checkpointTimeoutSchema.safeParse(job.spec);
+  return (spec.success ? (spec.data.checkpoint?.timeoutSeconds ?? 0) : 0) + STOP_MARGIN_SECONDS;
+}
+
+/**
+ * Tasks of a job that may still write output: those on an instance. An ended job's tasks run on until their workers
+ * stop them, uploading the rest of their logs before they report it; a task never placed wrote nothing.
+ */
+function tasksStillRunning(job: JobDocumentResponse): number {
+  return job.tasks.filter((t) => PLACED_TASK_STATES.includes(t.state)).length;
+}
 
 /** Why a job has no output yet, or none at all. */
 export function noOutputReason(job: JobSummaryResponse): string {
@@ -103,6 +132,8 @@ export function registerLogs(program: Command): void {
     const follower = new LogFollower(write);
     let wholeOnly = false;
     let toldWaiting = false;
+    /** Until when (ms) the output of an ended job's tasks still stopping is waited for, once it is seen so. */
+    let stoppingUntilMs: number | undefined;
     const reads = new ReadsThroughRestarts();
     for (;;) {
       // The state first: output written before the job ended is then in the logs read after it. A controller
@@ -126,6 +157,25 @@ export function registerLogs(program: Command): void {
       }
       const job = read;
       if (isFinalJobState(job.state)) {
+        // The job ends at once (a cancel) while its tasks stop only when their workers have stopped them: their last
+        // output comes with their stop, so it is followed until every task has stopped, read above after the state.
+        const running = tasksStillRunning(job);
+        if (running > 0) {
+          if (stoppingUntilMs === undefined) {
+            stoppingUntilMs = Date.now() + stopBoundSeconds(job) * 1000;
+            process.stderr.write(
+              `${terminalSafe(`${job.id} ${job.state}`)}; following the last output of its ${running} task(s) still stopping\n`,
+            );
+          }
+          if (Date.now() < stoppingUntilMs) {
+            await sleep(interval);
+            continue;
+          }
+          process.stderr.write(
+            `${terminalSafe(job.id)}: ${running} task(s) had not stopped ${stopBoundSeconds(job)} s after it ended: ` +
+              `output after this is not shown (fleetwise logs ${terminalSafe(job.id)} prints it once uploaded)\n`,
+          );
+        }
         printer.finish();
         if (!printer.printedAnything && !follower.printedAnything)
           process.stderr.write(`${terminalSafe(noOutputReason(job))}\n`);

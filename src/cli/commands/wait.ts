@@ -7,7 +7,8 @@ import { arrayMembers } from '../array-members.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { readJobs } from '../job-reads.js';
 import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
-import type { JobSummaryResponse } from '../api-responses.js';
+import type { JobDocumentResponse, JobSummaryResponse } from '../api-responses.js';
+import type { JobDocument, JobSummary } from '../../controller/api/views.js';
 import { arrayName } from './job.js';
 import { pollIntervalOption, ReadsThroughRestarts, sleep } from '../poll.js';
 import { formatIdList, printJson } from '../table.js';
@@ -39,6 +40,36 @@ const optionsSchema = z.object({
     }),
 });
 
+/**
+ * How long past --timeout the poll on the deadline may take to be answered: a controller answers a poll in
+ * milliseconds, so this only keeps a job that ended just before the deadline from being missed.
+ */
+const LAST_POLL_GRACE_MS = 1000;
+
+/**
+ * The fields a job's document has beyond its summary: dropped, so `--json` prints each job in one shape whether it was
+ * read by its id or, with --array, from the listing: the job's summary, as the API lists jobs.
+ */
+const DOCUMENT_ONLY: Readonly<Record<Exclude<keyof JobDocument, keyof JobSummary>, true>> = {
+  spec: true,
+  instances: true,
+  tasks: true,
+  etaSeconds: true,
+  submissionEta: true,
+  predictionError: true,
+  attemptFailures: true,
+  restarts: true,
+  coStart: true,
+  dependencies: true,
+  startsNoEarlierThanSeconds: true,
+};
+
+function summaryOf(document: JobDocumentResponse): JobSummaryResponse {
+  return Object.fromEntries(
+    Object.entries(document).filter(([key]) => !Object.hasOwn(DOCUMENT_ONLY, key)),
+  ) as JobSummaryResponse;
+}
+
 export function registerWait(program: Command): void {
   addConnectionOptions(
     program
@@ -54,12 +85,38 @@ export function registerWait(program: Command): void {
   ).action(async (ids: string[], options: WaitOptions) => {
     requireJobIds(ids, 'arguments');
     const { interval, timeout } = parseWith(optionsSchema, options, 'fleetwise wait options');
-    const client = FleetwiseClient.fromOptions(options);
-    const arrays = options.array === true ? await arraysOf(client, ids) : undefined;
-    const waitFor = arrays === undefined ? [...new Set(ids)] : [...new Set(arrays.flatMap((a) => a.ids))];
+    const deadline = timeout === undefined ? undefined : Date.now() + timeout * 1000;
+    // Every request ends by the deadline (and the grace of the poll on it), so a controller that stops answering
+    // cannot hold the command past --timeout for a request's own timeout, or one per batch of jobs read.
+    const client =
+      deadline === undefined
+        ? FleetwiseClient.fromOptions(options)
+        : FleetwiseClient.fromOptions(options).boundedBy(
+            AbortSignal.timeout(deadline - Date.now() + LAST_POLL_GRACE_MS),
+          );
+    const pastDeadline = (): boolean => deadline !== undefined && Date.now() >= deadline;
+    const ended = new Map<string, JobSummaryResponse>();
+    let waitFor: readonly string[] = [...new Set(ids)];
+    const timedOut = (): Error => {
+      const left = waitFor.filter((id) => !ended.has(id));
+      return new Error(
+        `timed out after ${options.timeout ?? ''}: ${left.length} of ${waitFor.length} not ended (${formatIdList(left)})`,
+      );
+    };
+    /** A read cut off by the deadline is the timeout, not the controller failing. */
+    const byDeadline = async <T>(read: () => Promise<T>): Promise<T> => {
+      try {
+        return await read();
+      } catch (e) {
+        if (pastDeadline()) throw timedOut();
+        throw e;
+      }
+    };
+    const arrays = options.array === true ? await byDeadline(() => arraysOf(client, ids)) : undefined;
+    waitFor = arrays === undefined ? [...new Set(ids)] : [...new Set(arrays.flatMap((a) => a.ids))];
     // An array is read a page at a time (its jobs have consecutive ids), not a request per job: 10,000 jobs are 20.
     const poll = async (pending: readonly string[]): Promise<JobSummaryResponse[]> => {
-      if (arrays === undefined) return readJobs(client, pending);
+      if (arrays === undefined) return (await readJobs(client, pending)).map(summaryOf);
       const left = new Set(pending);
       const read: JobSummaryResponse[] = [];
       for (const array of arrays)
@@ -67,26 +124,19 @@ export function registerWait(program: Command): void {
           read.push(...(await arrayMembers(client, array.first)).filter((j) => left.has(j.id)));
       return read;
     };
-    const deadline = timeout === undefined ? undefined : Date.now() + timeout * 1000;
-    const ended = new Map<string, JobSummaryResponse>();
     const reads = new ReadsThroughRestarts();
     for (;;) {
       const pending = waitFor.filter((id) => !ended.has(id));
       // A controller restarting is not a job failing (exit 1 means a job did not succeed, or the timeout): a poll
       // that cannot reach it is tried again until --timeout.
-      for (const job of (await reads.read(() => poll(pending))) ?? [])
+      for (const job of (await reads.read(() => byDeadline(() => poll(pending)))) ?? [])
         if (isFinalJobState(job.state)) {
           ended.set(job.id, job);
           if (options.json !== true) process.stdout.write(`${endLine(job)}\n`);
         }
       if (ended.size === waitFor.length) break;
       const now = Date.now();
-      if (deadline !== undefined && now >= deadline) {
-        const left = waitFor.filter((id) => !ended.has(id));
-        throw new Error(
-          `timed out after ${options.timeout ?? ''}: ${left.length} of ${waitFor.length} not ended (${formatIdList(left)})`,
-        );
-      }
+      if (deadline !== undefined && now >= deadline) throw timedOut();
       // The last poll falls on the deadline, so a job ending just before it counts.
       await sleep(deadline === undefined ? interval : Math.min(interval, (deadline - now) / 1000));
     }
