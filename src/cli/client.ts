@@ -91,9 +91,11 @@ export class ApiError extends Error {
     request: string,
     /** How long the controller asked to wait before asking again (its Retry-After), when it said. */
     readonly retryAfterMs?: number,
+    /** What the client adds to the controller's reason (what may be wrong on this side). */
+    hint = '',
   ) {
     super(
-      `${request}: the controller answered ${status}: ${reason}${details.map((d) => `\n  - ${d}`).join('')}`,
+      `${request}: the controller answered ${status}: ${reason}${hint}${details.map((d) => `\n  - ${d}`).join('')}`,
     );
   }
 }
@@ -202,6 +204,11 @@ export class FleetwiseClient {
     private readonly fetchImpl: FetchLike = (input, init) => fetch(input, init),
     /** Where the address came from when it was not given, for the hint when the controller does not answer. */
     private readonly origin?: string,
+    /**
+     * The local state's admin-token file the token was read from, for the hint when the controller refuses it: that
+     * controller may keep its state elsewhere (another --state-dir, a config's stateDir).
+     */
+    private readonly tokenFile?: string,
   ) {
     this.server = normalizeServer(server);
   }
@@ -239,7 +246,13 @@ export class FleetwiseClient {
     };
     if (server !== undefined) {
       if (local?.token !== undefined && sameAddress(server, local.server))
-        return new FleetwiseClient(server, localToken(local.token, local.stateDir));
+        return new FleetwiseClient(
+          server,
+          localToken(local.token, local.stateDir),
+          undefined,
+          undefined,
+          join(local.stateDir, ADMIN_TOKEN_FILE),
+        );
       throw new Error(
         local === undefined
           ? `no API token: pass --token TOKEN or set ${TOKEN_ENV}`
@@ -264,6 +277,21 @@ export class FleetwiseClient {
       localToken(local.token, local.stateDir),
       undefined,
       `the local controller of ${local.stateDir}`,
+      join(local.stateDir, ADMIN_TOKEN_FILE),
+    );
+  }
+
+  /**
+   * What to add to a 401 when the token came from a local state's admin-token file: the controller answering at that
+   * address keeps its state elsewhere (started with another --state-dir, or a config's stateDir), so its token is
+   * another one.
+   */
+  private refusedTokenHint(status: number): string {
+    if (status !== 401 || this.tokenFile === undefined) return '';
+    return (
+      ` (the token sent is the admin token in ${this.tokenFile}; the controller at ${this.server} may keep its ` +
+      "state in another directory, its --state-dir or its config file's stateDir: run the command in or under " +
+      'that directory, or pass --server and --token)'
     );
   }
 
@@ -272,7 +300,7 @@ export class FleetwiseClient {
    * keeps it even when the controller stops answering, instead of waiting out each request's own timeout.
    */
   boundedBy(signal: AbortSignal): FleetwiseClient {
-    const bounded = new FleetwiseClient(this.server, this.token, this.fetchImpl, this.origin);
+    const bounded = new FleetwiseClient(this.server, this.token, this.fetchImpl, this.origin, this.tokenFile);
     bounded.resendDelayMs = this.resendDelayMs;
     bounded.keysHonoured = this.keysHonoured;
     bounded.until = signal;
@@ -468,7 +496,13 @@ export class FleetwiseClient {
         },
       );
     }
-    if (!response.ok) throw apiErrorOf(response, await response.text().catch(() => ''), what);
+    if (!response.ok)
+      throw apiErrorOf(
+        response,
+        await response.text().catch(() => ''),
+        what,
+        this.refusedTokenHint(response.status),
+      );
     let bytes = 0;
     try {
       for await (const chunk of response.body ?? []) {
@@ -631,7 +665,7 @@ export class FleetwiseClient {
     // Decoded as response.text() would (a leading BOM dropped).
     const text = new TextDecoder().decode(answer);
     if (!response.ok && options.acceptStatuses?.includes(response.status) !== true)
-      throw apiErrorOf(response, text, what);
+      throw apiErrorOf(response, text, what, this.refusedTokenHint(response.status));
     const value = options.binary === true ? answer : options.text === true ? text : safeJson(text);
     const result = schema.safeParse(value);
     if (!result.success)
@@ -646,8 +680,8 @@ export class FleetwiseClient {
   }
 }
 
-/** The controller's refusal as an ApiError: its JSON error and details, else the start of its text. */
-function apiErrorOf(response: Response, text: string, what: string): ApiError {
+/** The controller's refusal as an ApiError: its JSON error and details, else the start of its text; then `hint`. */
+function apiErrorOf(response: Response, text: string, what: string, hint = ''): ApiError {
   const parsed = errorSchema.safeParse(safeJson(text));
   const reason = parsed.success ? parsed.data.error : text.trim().slice(0, 500) || response.statusText;
   return new ApiError(
@@ -656,6 +690,7 @@ function apiErrorOf(response: Response, text: string, what: string): ApiError {
     parsed.success ? (parsed.data.details ?? []) : [],
     what,
     retryAfterMsOf(response.headers.get('retry-after')),
+    hint,
   );
 }
 

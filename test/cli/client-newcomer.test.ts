@@ -149,6 +149,17 @@ describe('the client a newcomer meets (CLI subprocess)', { timeout: CLI_TEST_TIM
     const down = await runCli(['jobs'], bareEnv(), { cwd: checkout });
     expect(down.code).toBe(1);
     expect(down.stderr).toMatch(/cannot reach the controller at http:\/\/127\.0\.0\.1:9 .*is it running/);
+
+    // A controller at that address that refuses the local admin token keeps its state elsewhere: the error says so.
+    writeFileSync(join(checkout, '.fleetwise', 'api-url'), `${server.url}\n`);
+    writeFileSync(join(checkout, '.fleetwise', 'admin-token'), 'another-controllers-token-0123456789\n');
+    const refused = await runCli(['jobs'], bareEnv(), { cwd: checkout });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('401: invalid or revoked token');
+    expect(refused.stderr).toContain(
+      `the token sent is the admin token in ${join(checkout, '.fleetwise', 'admin-token')}`,
+    );
+    expect(refused.stderr).toMatch(/keep its state in another directory/);
   });
 
   it('drain of a terminated instance says it is gone and exits non-zero', async () => {
