@@ -1,8 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { isNode, LineCounter, parseDocument, type Document } from 'yaml';
+import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
+import { z } from 'zod';
 import { priceOverrideProblems, type Catalog } from '../core/catalog.js';
+import { nearestKey } from '../core/strict-object.js';
 import { formatFieldPath, ValidationError } from '../core/validation.js';
+import { SCHEDULER_NAMES, unknownSchedulerProblem } from '../scheduler/registry.js';
 import { controllerConfigSchema, type ControllerConfig } from './config.js';
 import { FLAG_PATHS, flagNameOf, flagValue, setPath, type ControllerFlags } from './config-flags.js';
 
@@ -10,26 +13,49 @@ import { FLAG_PATHS, flagNameOf, flagValue, setPath, type ControllerFlags } from
 
 type Json = Record<string, unknown>;
 
+const LOCAL_HEARTBEAT_SECONDS = 1;
+/** Ten heartbeats, as the defaults (1 s, 10 s): a longer interval given alone lengthens the timeout with it. */
+const LOCAL_HEARTBEATS_PER_TIMEOUT = 10;
 /**
  * `--provider local` (the quick start): everything on this machine under `.fleetwise/`, the API on 127.0.0.1:7070,
- * short rounds and heartbeats so a laptop demo moves in seconds. Only fields left unset are filled.
+ * short rounds and heartbeats so a laptop demo moves in seconds. `fleetwise controller --help` quotes these, so its
+ * defaults and the ones applied cannot differ.
  */
+export const LOCAL_DEFAULTS = {
+  cluster: 'local',
+  stateDir: '.fleetwise',
+  listen: '127.0.0.1:7070',
+  roundSeconds: 10,
+  pollSeconds: 2,
+  vanishGraceSeconds: 0,
+  workerHeartbeatSeconds: LOCAL_HEARTBEAT_SECONDS,
+  workerHeartbeatTimeoutSeconds: LOCAL_HEARTBEATS_PER_TIMEOUT * LOCAL_HEARTBEAT_SECONDS,
+  priceRefreshHours: 0,
+  registrationTimeoutSeconds: 60,
+  registrationBackoffBaseSeconds: 5,
+  registrationBackoffMaxSeconds: 60,
+} as const;
+
+/** Local mode's defaults, for the fields left unset only. */
 function applyLocalDefaults(merged: Json): void {
-  merged.cluster ??= 'local';
-  merged.stateDir ??= '.fleetwise';
-  merged.listen ??= '127.0.0.1:7070';
-  merged.roundSeconds ??= 10;
-  merged.pollSeconds ??= 2;
-  merged.vanishGraceSeconds ??= 0;
-  merged.workerHeartbeatSeconds ??= 1;
-  // Ten heartbeats, as the defaults (1 s, 10 s): a longer interval given alone lengthens the timeout with it.
+  const d = LOCAL_DEFAULTS;
+  merged.cluster ??= d.cluster;
+  merged.stateDir ??= d.stateDir;
+  merged.listen ??= d.listen;
+  merged.roundSeconds ??= d.roundSeconds;
+  merged.pollSeconds ??= d.pollSeconds;
+  merged.vanishGraceSeconds ??= d.vanishGraceSeconds;
+  merged.workerHeartbeatSeconds ??= d.workerHeartbeatSeconds;
   const interval = merged.workerHeartbeatSeconds;
-  merged.workerHeartbeatTimeoutSeconds ??= typeof interval === 'number' ? Math.max(10, 10 * interval) : 10;
-  merged.priceRefreshHours ??= 0;
+  merged.workerHeartbeatTimeoutSeconds ??=
+    typeof interval === 'number'
+      ? Math.max(d.workerHeartbeatTimeoutSeconds, LOCAL_HEARTBEATS_PER_TIMEOUT * interval)
+      : d.workerHeartbeatTimeoutSeconds;
+  merged.priceRefreshHours ??= d.priceRefreshHours;
   const registration = (merged.workerRegistration ??= {}) as Json;
-  registration.timeoutSeconds ??= 60;
-  registration.backoffBaseSeconds ??= 5;
-  registration.backoffMaxSeconds ??= 60;
+  registration.timeoutSeconds ??= d.registrationTimeoutSeconds;
+  registration.backoffBaseSeconds ??= d.registrationBackoffBaseSeconds;
+  registration.backoffMaxSeconds ??= d.registrationBackoffMaxSeconds;
 }
 
 interface FileSource {
@@ -58,13 +84,88 @@ function readConfigFile(path: string): FileSource {
   return { path, value: value as Json, lineAt: (p) => lineOf(doc, lineCounter, p) };
 }
 
+/**
+ * 1-based line of the field at `path`: its key's (a section's value starts a line below it), or for a field left out
+ * its deepest ancestor's in the file.
+ */
 function lineOf(doc: Document, counter: LineCounter, path: readonly (string | number)[]): number | undefined {
   for (let n = path.length; n >= 1; n--) {
-    const node = doc.getIn(path.slice(0, n), true);
+    const parent: unknown = n === 1 ? doc.contents : doc.getIn(path.slice(0, n - 1), true);
+    const segment = path[n - 1];
+    const node = isMap(parent)
+      ? parent.items.find((pair) => isScalar(pair.key) && String(pair.key.value) === String(segment))?.key
+      : isSeq(parent) && typeof segment === 'number'
+        ? parent.items[segment]
+        : undefined;
     if (isNode(node) && node.range !== undefined && node.range !== null)
       return counter.linePos(node.range[0]).line;
   }
   return undefined;
+}
+
+type FieldPath = readonly (string | number)[];
+
+/**
+ * `scheduler: eva` reads naturally, but the section also holds Eva's tunables: the policy is its `name`. Shown with the
+ * policy meant (the nearest registered one).
+ */
+function schedulerNotASection(input: unknown): string {
+  const given = typeof input === 'string' ? input : undefined;
+  const example = (given === undefined ? undefined : nearestKey(given, SCHEDULER_NAMES)) ?? 'eva';
+  const unknown =
+    given === undefined || (SCHEDULER_NAMES as readonly string[]).includes(given)
+      ? ''
+      : `; ${unknownSchedulerProblem([given])}`;
+  return `a section, not a policy name: the policy goes under scheduler.name, e.g. scheduler: { name: ${example} }${unknown}`;
+}
+
+/** Unknown keys of one mapping explained one by one; the rest are counted in one problem. */
+const MAX_EXPLAINED_UNKNOWN_KEYS = 20;
+
+/**
+ * Each unknown key of the mapping at `path` as a problem of its own path (so of its own line), with the field it most
+ * likely meant: a near name of the same mapping or, at the top level, the section that has a field of that name.
+ */
+function unknownKeyProblems(
+  path: FieldPath,
+  keys: readonly string[],
+): { readonly path: FieldPath; readonly message: string }[] {
+  const known = fieldsAt(controllerConfigSchema, path);
+  const explained = keys.slice(0, MAX_EXPLAINED_UNKNOWN_KEYS).map((key) => {
+    const sections =
+      path.length === 0 ? known.filter((s) => fieldsAt(controllerConfigSchema, [s]).includes(key)) : [];
+    if (sections.length > 0)
+      return {
+        path: [key],
+        message: `a field of the ${sections.join(' or ')} section: put it under ${sections.map((s) => `${s}:`).join(' or ')}`,
+      };
+    const hint = nearestKey(key, known);
+    return {
+      path: [...path, key],
+      message: `unknown field${hint === undefined ? ` (known: ${known.join(', ')})` : `, did you mean ${hint}?`}`,
+    };
+  });
+  const more = keys.length - explained.length;
+  return more === 0
+    ? explained
+    : [...explained, { path, message: `${more} more unknown field${more === 1 ? '' : 's'}` }];
+}
+
+/** The field names of the mapping at `path` in the configuration's schema (none where it is no mapping). */
+function fieldsAt(schema: z.core.$ZodType, path: FieldPath): readonly string[] {
+  if (schema instanceof z.ZodOptional || schema instanceof z.ZodDefault || schema instanceof z.ZodNullable)
+    return fieldsAt(schema.unwrap() as z.core.$ZodType, path);
+  // The queue section is checked for unknown keys first, then piped into the queue layer's own schema.
+  if (schema instanceof z.ZodPipe) return fieldsAt(schema.in as z.core.$ZodType, path);
+  if (path.length === 0) return schema instanceof z.ZodObject ? Object.keys(schema.shape) : [];
+  const [head, ...rest] = path;
+  if (schema instanceof z.ZodObject) {
+    const field = (schema.shape as Record<string, z.core.$ZodType | undefined>)[String(head)];
+    return field === undefined ? [] : fieldsAt(field, rest);
+  }
+  if (schema instanceof z.ZodArray) return fieldsAt(schema.element as z.core.$ZodType, rest);
+  if (schema instanceof z.ZodRecord) return fieldsAt(schema.valueType as z.core.$ZodType, rest);
+  return [];
 }
 
 export interface LoadConfigOptions {
@@ -99,18 +200,29 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
   const result = controllerConfigSchema.safeParse(merged);
   const source = file === undefined ? 'controller options' : file.path;
   if (!result.success) {
-    const problems = result.error.issues.map((issue) => {
-      const dotted = issue.path.map(String).join('.');
+    const at = (path: FieldPath, shown: string): string => {
+      const line = file?.lineAt(path);
+      return `${shown}${line === undefined ? '' : ` (line ${line})`}`;
+    };
+    const problems = result.error.issues.flatMap((issue): string[] => {
+      const path = issue.path.filter((p): p is string | number => typeof p !== 'symbol');
+      if (issue.code === 'unrecognized_keys')
+        // An unknown key is any text: quoted where it is not a plain name, it cannot pass for another problem.
+        return unknownKeyProblems(path, issue.keys).map(
+          (p) => `${at(p.path, formatFieldPath(p.path))}: ${p.message}`,
+        );
+      const dotted = path.map(String).join('.');
       const flag = fromFlag.get(dotted);
-      if (flag !== undefined) return `${flag}: ${issue.message}`;
-      if (dotted === '' && issue.code === 'invalid_type') return `(root): ${issue.message}`;
-      const line = file?.lineAt(issue.path as (string | number)[]);
-      const missing = issue.code === 'invalid_type' && issue.input === undefined;
+      if (flag !== undefined) return [`${flag}: ${issue.message}`];
+      if (dotted === '' && issue.code === 'invalid_type') return [`(root): ${issue.message}`];
+      if (dotted === 'scheduler' && issue.code === 'invalid_type' && merged.scheduler !== undefined)
+        return [`${at(path, dotted)}: ${schedulerNotASection(merged.scheduler)}`];
+      // zod leaves the input out of its issues: a field left out is told by the message.
+      const missing = issue.code === 'invalid_type' && /received undefined$/.test(issue.message);
+      const flagOf = FLAG_PATHS.find(([, p]) => p.join('.') === dotted)?.[0];
       const hint =
-        missing && FLAG_PATHS.some(([, p]) => p.join('.') === dotted)
-          ? ` (set it in the file or with ${flagNameOf((FLAG_PATHS.find(([, p]) => p.join('.') === dotted) as (typeof FLAG_PATHS)[number])[0])})`
-          : '';
-      return `${dotted === '' ? '(root)' : dotted}${line === undefined ? '' : ` (line ${line})`}: ${issue.message}${hint}`;
+        missing && flagOf !== undefined ? ` (set it in the file or with ${flagNameOf(flagOf)})` : '';
+      return [`${at(path, dotted === '' ? '(root)' : dotted)}: ${issue.message}${hint}`];
     });
     throw new ValidationError(source, problems);
   }

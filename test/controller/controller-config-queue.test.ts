@@ -72,7 +72,7 @@ describe('controller configuration: caps quotas and the queue section', () => {
       '    - { group: standard, maxVcpu: 8 }', // line 6
     ]);
     expect(typed).toContain('caps.quotas.0.maxGpus (line 5): a whole number');
-    expect(typed).toContain('caps.quotas.1 (line 6): Unrecognized key: "maxVcpu"');
+    expect(typed).toContain('caps.quotas.1.maxVcpu (line 6): unknown field, did you mean maxVcpus?');
     const found = problems([
       'caps:',
       '  quotas:',
@@ -122,8 +122,8 @@ describe('controller configuration: caps quotas and the queue section', () => {
       '    - { id: small, weight: 1, maxSizeSeconds: 600, ordering: lifo }', // line 7
       '    - { id: large, weight: 0, odering: srpt }', //                       line 8
     ]);
-    expect(typed).toContain('queue (line 4): Unrecognized key: "clases"');
-    expect(typed).toContain('queue.classes.1 (line 8): Unrecognized key: "odering"');
+    expect(typed).toContain('queue.clases (line 5): unknown field, did you mean classes?');
+    expect(typed).toContain('queue.classes.1.odering (line 8): unknown field, did you mean ordering?');
     expect(
       typed.some((p) => p.startsWith('queue.classes.0.ordering (line 7): ') && p.includes('success-rank')),
     ).toBe(true);

@@ -243,6 +243,13 @@ describe('controller configuration', () => {
       loadControllerConfig({ flags: { stateDir: 's' }, env: {}, defaultRegion: 'us-east-1' }),
     );
     expect(missing.problems.join('\n')).toMatch(/^cluster: .*\(set it in the file or with --cluster\)$/m);
+    // A value of the wrong type was set: pointing at the flag to set it would mislead.
+    const wrongType = file('wrong-type.yaml', ['cluster: 5', 'stateDir: s'].join('\n'));
+    expect(
+      problemsOf(() =>
+        loadControllerConfig({ flags: { config: wrongType }, env: {}, defaultRegion: 'us-east-1' }),
+      ).problems,
+    ).toEqual(['cluster (line 1): Invalid input: expected string, received number']);
 
     const both = problemsOf(() =>
       loadControllerConfig({
@@ -257,6 +264,96 @@ describe('controller configuration', () => {
     expect(problemsOf(() => loadControllerConfig({ flags: { config: yaml }, env: {} })).problems[0]).toMatch(
       /^not valid YAML/,
     );
+  });
+
+  it('names a misspelled key itself, its own line and the field it most likely meant, at any depth', () => {
+    const problemsIn = (name: string, lines: readonly string[]): readonly string[] =>
+      problemsOf(() =>
+        loadControllerConfig({
+          flags: { config: file(name, lines.join('\n')) },
+          env: {},
+          defaultRegion: 'us-east-1',
+        }),
+      ).problems;
+    expect(problemsIn('top-typo.yaml', ['cluster: c', 'stateDir: s', 'roundSecond: 60'])).toEqual([
+      'roundSecond (line 3): unknown field, did you mean roundSeconds?',
+    ]);
+    // The key's own line, not the line its section's first key is on.
+    expect(
+      problemsIn('nested-typo.yaml', [
+        'cluster: c',
+        'stateDir: s',
+        'caps:',
+        '  maxInstances: 4',
+        '  maxCostPerHr: 20',
+      ]),
+    ).toEqual(['caps.maxCostPerHr (line 5): unknown field, did you mean maxCostPerHour?']);
+    // A misspelled section is on its key's line, not on the line of its first field below.
+    const sections = problemsIn('section-typo.yaml', [
+      'cluster: c',
+      'stateDir: s',
+      'shceduler:',
+      '  paybackMargin: 2',
+      'ec2:',
+      '  worker:',
+      '    controllerUrl: http://10.0.0.1:7070',
+      '    nodeVer: "20"',
+    ]);
+    expect(sections).toContain('shceduler (line 3): unknown field, did you mean scheduler?');
+    expect(sections).toContain('ec2.worker.nodeVer (line 8): unknown field, did you mean nodeVersion?');
+    expect(sections).toHaveLength(2);
+    // A section's field written at the top level names its section; a name near none lists the fields.
+    const misplaced = problemsIn('misplaced.yaml', [
+      'cluster: c',
+      'stateDir: s',
+      'maxInstances: 4',
+      'zzz: 1',
+    ]);
+    expect(misplaced[0]).toBe('maxInstances (line 3): a field of the caps section: put it under caps:');
+    expect(misplaced[1]).toMatch(
+      /^zzz \(line 4\): unknown field \(known: provider, executor, .*, roundSeconds, /,
+    );
+    expect(misplaced).toHaveLength(2);
+    // A key that is not a plain name is quoted: it cannot read as another field or a problem of its own.
+    expect(problemsIn('odd-key.yaml', ['cluster: c', 'stateDir: s', '"caps: x": 1'])).toEqual([
+      expect.stringMatching(/^\["caps: x"\] \(line 3\): unknown field/),
+    ]);
+  });
+
+  it('says that a policy name given as the scheduler section goes under scheduler.name', () => {
+    const problemsFor = (value: string): readonly string[] =>
+      problemsOf(() =>
+        loadControllerConfig({
+          flags: {
+            config: file(
+              `scheduler-${value}.yaml`,
+              ['cluster: c', 'stateDir: s', `scheduler: ${value}`].join('\n'),
+            ),
+          },
+          env: {},
+          defaultRegion: 'us-east-1',
+        }),
+      ).problems;
+    expect(problemsFor('owl')).toEqual([
+      'scheduler (line 3): a section, not a policy name: the policy goes under scheduler.name, e.g. scheduler: { name: owl }',
+    ]);
+    // A misspelled policy: the example names the nearest one, and the valid names follow.
+    const [typo] = problemsFor('evaa');
+    expect(typo).toMatch(
+      /^scheduler \(line 3\): a section, not a policy name: the policy goes under scheduler\.name, e\.g\. scheduler: \{ name: eva \}; unknown scheduler "evaa"; valid: eva, /,
+    );
+    // Written as the section says, it loads.
+    const config = loadControllerConfig({
+      flags: {
+        config: file(
+          'scheduler-name.yaml',
+          ['cluster: c', 'stateDir: s', 'scheduler:', '  name: owl'].join('\n'),
+        ),
+      },
+      env: {},
+      defaultRegion: 'us-east-1',
+    });
+    expect(config.scheduler.name).toBe('owl');
   });
 
   it('refuses ec2.tags every launch would be refused for: a reserved prefix, or more than EC2 leaves room for', () => {
@@ -310,9 +407,7 @@ describe('controller configuration', () => {
 
     const typo = file('typo.yaml', [...base, '  discountPct: 30'].join('\n'));
     expect(problemsOf(() => loadConfigAndCatalog({ config: typo }, {})).problems).toEqual([
-      expect.stringMatching(
-        /^priceOverrides \(line 5\): unknown field "discountPct", did you mean discountPercent\?/,
-      ),
+      'priceOverrides.discountPct (line 5): unknown field, did you mean discountPercent?',
     ]);
     const free = file('free.yaml', [...base, '  discountPercent: 100'].join('\n'));
     expect(problemsOf(() => loadConfigAndCatalog({ config: free }, {})).problems).toEqual([

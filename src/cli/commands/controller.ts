@@ -15,6 +15,7 @@ import type { ApiServer } from '../../controller/api/server.js';
 import { SystemClock } from '../../controller/clock.js';
 import { METRICS_AUTH_MODES, ORPHAN_POLICIES } from '../../controller/config.js';
 import type { ControllerFlags } from '../../controller/config-flags.js';
+import { LOCAL_DEFAULTS as LOCAL } from '../../controller/config-loading.js';
 import type { ControllerLogger } from '../../controller/seams.js';
 import type { ControllerState } from '../controller-state.js';
 import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
@@ -228,7 +229,7 @@ export function registerController(program: Command): void {
     )
     .option(
       '--heartbeat-timeout-seconds <s>',
-      'replace an instance whose worker is silent this long (default 60; local 10)',
+      `replace an instance whose worker is silent this long (default 60; local ${LOCAL.workerHeartbeatTimeoutSeconds})`,
     )
     .option('--submit <files...>', 'submit these job specs once the API is up (local quick start)')
     .option(
@@ -252,7 +253,7 @@ export function registerController(program: Command): void {
     )
     .option('--bucket <name>', 'S3 bucket for reports (shorthand for --object-store s3://NAME)')
     .option('--object-store <location>', 's3://bucket/prefix or a directory (default: <state-dir>/objects)')
-    .option('--listen <host:port>', 'HTTP API address (default for --provider local: 127.0.0.1:7070)')
+    .option('--listen <host:port>', `HTTP API address (default for --provider local: ${LOCAL.listen})`)
     .option(
       '--advertise-url <url>',
       'API URL published with the lease for standbys and clients (default: --listen, a wildcard host replaced by ' +
@@ -263,8 +264,14 @@ export function registerController(program: Command): void {
       `who may read /metrics: ${METRICS_AUTH_MODES.join(' | ')} (default none: anyone who reaches the API; token: ` +
         `the metrics token, from ${METRICS_TOKEN_ENV} or <state-dir>/metrics-token, or the admin token)`,
     )
-    .option('--round-seconds <s>', 'seconds between scheduling rounds (default 300)')
-    .option('--poll-seconds <s>', 'seconds between reconciliation passes (default min(round, 15))')
+    .option(
+      '--round-seconds <s>',
+      `seconds between scheduling rounds (default 300; local ${LOCAL.roundSeconds})`,
+    )
+    .option(
+      '--poll-seconds <s>',
+      `seconds between reconciliation passes (default min(round, 15); local ${LOCAL.pollSeconds})`,
+    )
     .option('--catalog <file>', 'instance catalog (default: the bundled us-east-1 catalog)')
     .option('--max-cost-per-hour <usd>', 'hard cap on the fleet $/hour')
     .option('--max-instances <n>', 'hard cap on instances')
@@ -282,11 +289,11 @@ export function registerController(program: Command): void {
     )
     .option(
       '--registration-timeout-seconds <s>',
-      'replace an instance whose worker has not registered by then (default 900)',
+      `replace an instance whose worker has not registered by then (default 900; local ${LOCAL.registrationTimeoutSeconds})`,
     )
     .option(
       '--registration-backoff-seconds <s>',
-      'first launch backoff after a registration failure, doubling (default 60)',
+      `first launch backoff after a registration failure, doubling (default 60; local ${LOCAL.registrationBackoffBaseSeconds})`,
     )
     .option('--report-every-seconds <s>', 'cost report period (default 3600)')
     .option(
@@ -301,7 +308,8 @@ export function registerController(program: Command): void {
     )
     .option(
       '--price-refresh-hours <h>',
-      'hours between on-demand price refreshes from the AWS Price List API: 0 disables, else 0.1 to 744 (default 24)',
+      'hours between on-demand price refreshes from the AWS Price List API: 0 disables, else 0.1 to 744 ' +
+        `(default 24; local ${LOCAL.priceRefreshHours})`,
     )
     .option('--ami <id>', 'worker AMI (default: newest Amazon Linux 2023)')
     .option('--subnets <ids>', 'comma-separated subnet ids (their zones are used)')
