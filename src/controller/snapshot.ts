@@ -1,4 +1,10 @@
-import type { ClusterSnapshot, SchedInstance, SchedJob, SchedTask } from '../core/model.js';
+import {
+  progressStartSeconds,
+  type ClusterSnapshot,
+  type SchedInstance,
+  type SchedJob,
+  type SchedTask,
+} from '../core/model.js';
 import type { InstancePlacement, JobNetwork, MeasuredRtt, NetworkDeclaration } from '../core/network.js';
 import { groupBy } from '../core/group.js';
 import { expectedDurationOf, type TaskTemplateSpec } from './job-spec/spec.js';
@@ -334,7 +340,9 @@ function schedJob(
   // When the job began making progress, as the simulator's engine has it: its init delay after its last task was
   // prepared. Still ahead while it initializes (core/model.ts); none while a task is being prepared.
   const runningSinceSeconds =
-    preparedAt === undefined ? undefined : preparedAt + (spec.checkpoint.initDelaySeconds ?? 0);
+    preparedAt === undefined
+      ? undefined
+      : progressStartSeconds(preparedAt, spec.checkpoint.initDelaySeconds ?? 0);
   const checkpoints = tasks.map((t) => t.lastCheckpointAtSeconds);
   // Running, the job can resume from the oldest of its tasks' latest checkpoints, or from where this run began
   // (it resumed from a checkpoint, or started afresh): what it did before is not at risk, nor the time it waited.

@@ -38,9 +38,9 @@ export interface SchedJob {
   readonly arrivalSeconds: number;
   /**
    * When the job last started making progress on its current instances: its init delay after its last task was
-   * prepared (image fetched or built, checkpoint restored; until then the job is pinned and this is undefined). While
-   * it initializes, that time still to come (the controller's snapshot) or undefined (the engine's, which has no
-   * no-move windows); undefined for a job not running.
+   * prepared (image fetched or built, checkpoint restored; until then the job is pinned and this is undefined;
+   * `progressStartSeconds`). While it initializes, that time still to come, so its no-move window holds it through its
+   * init; undefined for a job not running.
    */
   readonly runningSinceSeconds?: number | undefined;
   /** The job asks not to be moved while it initializes nor for this many seconds after it starts making progress. */
@@ -120,6 +120,14 @@ export interface Caps {
   readonly quotas?: readonly FamilyGroupQuota[] | undefined;
   /** Family → group overrides, for families `awsQuotaGroup` does not know or accounts set up differently. */
   readonly familyGroups?: Readonly<Record<string, string>> | undefined;
+}
+
+/**
+ * When a running job makes progress from: its init delay after every task of its current run was prepared. Both
+ * runtimes' snapshots date `runningSinceSeconds` by it, a time still to come while the job initializes.
+ */
+export function progressStartSeconds(preparedAtSeconds: number, initDelaySeconds: number): number {
+  return preparedAtSeconds + initDelaySeconds;
 }
 
 /**

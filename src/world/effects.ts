@@ -1,3 +1,4 @@
+import { progressStartSeconds } from '../core/model.js';
 import { checkpointUploaded, keepCheckpointsAtStop } from './checkpoints.js';
 import { taskDemandOn, type SimInstance, type SimJob, type SimTask } from './entities.js';
 import type { EffectEvent, WorldState } from './world-state.js';
@@ -88,6 +89,7 @@ function onLaunched(state: WorldState, task: SimTask): void {
     );
     // All tasks run: the job is reconfigurable again and makes progress after init_delay (gang start).
     job.status = 'executing';
+    job.progressFromSeconds = progressStartSeconds(state.now, job.spec.initDelaySeconds);
     job.activationToken += 1;
     state.at(job.spec.initDelaySeconds, { kind: 'job-active', job, token: job.activationToken });
   }

@@ -67,6 +67,11 @@ export interface SimJob {
   /** Making progress (init_delay has passed since all its tasks launched). */
   active: boolean;
   activeSinceSeconds: number | undefined;
+  /**
+   * When its current run makes progress from (core/model.ts `progressStartSeconds`): set once its tasks are all
+   * launched, still to come while it initializes.
+   */
+  progressFromSeconds: number | undefined;
   /** Invalidates a pending JobBecomesActive event (a kill cancels it, as in the reference). */
   activationToken: number;
   completedIterations: number;

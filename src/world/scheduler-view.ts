@@ -53,7 +53,9 @@ export function buildSnapshot(
       taskIds: shown === job.tasks ? job.taskIds : shown.map((t) => t.id),
       reconfigurable,
       arrivalSeconds: job.spec.arrivalSeconds,
-      runningSinceSeconds: job.activeSinceSeconds,
+      // Initializing, when it will make progress (as the controller's snapshot has it): its no-move window holds it.
+      runningSinceSeconds:
+        job.activeSinceSeconds ?? (job.status === 'executing' ? job.progressFromSeconds : undefined),
       // max over tasks of (fetch + build + upload) + init (digest §2 "Migration cost").
       migrationDelaySeconds: job.migrationDelaySeconds,
       // Tasks checkpoint when killed, so a move loses no work (as in Eva's simulator).

@@ -54,6 +54,7 @@ export function buildSimJobs(
       requeueAfterStop: false,
       active: false,
       activeSinceSeconds: undefined,
+      progressFromSeconds: undefined,
       activationToken: 0,
       completedIterations: 0,
       integratedToSeconds: spec.arrivalSeconds,

@@ -219,6 +219,8 @@ export function importWorld(state: WorldState, world: SimWorld, catalog: Catalog
       case 'job-active': {
         const job = byId.get(e.jobId);
         if (job === undefined) throw new Error(`world: event for unknown job ${e.jobId}`);
+        // Its activation still to come is when its current run makes progress from.
+        if (e.token === job.activationToken) job.progressFromSeconds = e.timeSeconds;
         state.queue.push({
           kind: 'job-active',
           timeSeconds: e.timeSeconds,

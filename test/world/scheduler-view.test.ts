@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { curveOf } from '../../src/core/latency-curves.js';
+import { inNoMoveWindow } from '../../src/core/model.js';
 import { Admission } from '../../src/queue/admission.js';
 import { runSimulation } from '../../src/sim/run-simulation.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
@@ -9,8 +10,9 @@ import { networkConfigSchema, resolveNetworkConfig } from '../../src/world/netwo
 import type { SimJob } from '../../src/world/entities.js';
 import { buildSnapshot } from '../../src/world/scheduler-view.js';
 import { buildSimJobs } from '../../src/world/trace-jobs.js';
+import { importWorld } from '../../src/world/world-io.js';
 import { WorldState } from '../../src/world/world-state.js';
-import { ScriptedScheduler, testCatalog, trace, traceJob, traceTask } from '../sim/sim-fixtures.js';
+import { EventLog, ScriptedScheduler, testCatalog, trace, traceJob, traceTask } from '../sim/sim-fixtures.js';
 
 describe('the engine’s scheduler view', () => {
   it('keeps the room a starting job holds on a healthy instance when another of its instances is going away', () => {
@@ -126,5 +128,85 @@ describe('the engine’s scheduler view', () => {
       expect(value.get('J/node1')).toBeCloseTo(0.7 * p, 12);
       expect(value.get('K/node0')).toBeCloseTo(0.7, 12);
     }
+  });
+
+  it('reports a job initializing on its instances inside its no-move window, from when it will make progress', () => {
+    // A launches on a small.x placed at 0 (registered at 60, task launched at 65) and initializes for 400 s: every
+    // round from 120 to 420 shows it reconfigurable, making progress from 465 (as the controller's snapshot does).
+    const catalog = testCatalog();
+    const scheduler = new ScriptedScheduler('placing', (_snapshot, round) =>
+      round === 0
+        ? { instances: [{ id: 'new-1', typeName: 'small.x', isNew: true, taskIds: ['A/node0'] }] }
+        : undefined,
+    );
+    const log = new EventLog();
+    runSimulation({
+      trace: trace({ ...traceJob('A', { iterations: 3600, initDelaySeconds: 400 }), noMoveSeconds: 600 }),
+      scheduler,
+      catalog,
+      groundTruth: constantPairwise(1),
+      roundSeconds: 60,
+      onEvent: log.record,
+    });
+    const launched = log.time('launched', { jobId: 'A' });
+    const active = log.time('job-active', { jobId: 'A' });
+    expect(active).toBe(launched + 400);
+    const initializing = scheduler.snapshots.filter((s) => s.nowSeconds > launched && s.nowSeconds < active);
+    expect(initializing.length).toBeGreaterThanOrEqual(5);
+    for (const snapshot of initializing) {
+      const job = snapshot.jobs.find((j) => j.id === 'A');
+      expect(job).toMatchObject({ reconfigurable: true, runningSinceSeconds: active, noMoveSeconds: 600 });
+      expect(inNoMoveWindow(job as NonNullable<typeof job>, snapshot.nowSeconds)).toBe(true);
+    }
+    // Making progress, it stays in the window for 600 s from then, and leaves it after.
+    const progressing = scheduler.snapshots.filter((s) => s.nowSeconds >= active);
+    const at = (now: number) => {
+      const snapshot = progressing.find((s) => s.nowSeconds === now);
+      const job = snapshot?.jobs.find((j) => j.id === 'A');
+      if (job === undefined) throw new Error(`no round at ${now} showing A`);
+      expect(job.runningSinceSeconds).toBe(active);
+      return inNoMoveWindow(job, now);
+    };
+    expect(at(1020)).toBe(true);
+    expect(at(1080)).toBe(false);
+  });
+
+  it('reports an imported world’s initializing job inside its no-move window, from its pending activation', () => {
+    // A world as a prediction gets it (the controller's, or the engine's own): A's task runs on i-1, its activation
+    // due at 500; at 200 A is initializing.
+    const catalog = testCatalog();
+    const spec = { ...traceJob('A', { iterations: 3600, initDelaySeconds: 400 }), noMoveSeconds: 600 };
+    const state = new WorldState(buildSimJobs(trace(spec), catalog), () => undefined);
+    importWorld(
+      state,
+      {
+        nowSeconds: 200,
+        jobs: [
+          {
+            spec,
+            status: 'executing',
+            active: false,
+            completedIterations: 0,
+            startSeconds: null,
+            migrations: 0,
+            tasks: [
+              { name: 'node0', state: 'running', committedInstanceId: 'i-1', occupyingInstanceId: 'i-1' },
+            ],
+          },
+        ],
+        instances: [
+          { id: 'i-1', typeName: 'small.x', lifecycle: 'running', assignable: true, images: ['img-a'] },
+        ],
+        events: [
+          { kind: 'round', timeSeconds: 300 },
+          { kind: 'job-active', timeSeconds: 500, jobId: 'A', token: 0 },
+        ],
+      },
+      catalog,
+    );
+    const snapshot = buildSnapshot(state.now, state.liveJobs.values(), state.assignable.values());
+    const job = snapshot.jobs.find((j) => j.id === 'A');
+    expect(job).toMatchObject({ reconfigurable: true, runningSinceSeconds: 500 });
+    expect(inNoMoveWindow(job as NonNullable<typeof job>, 200)).toBe(true);
   });
 });

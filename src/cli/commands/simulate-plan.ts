@@ -4,6 +4,7 @@ import { ValidationError } from '../../core/validation.js';
 import { loadControllerConfig } from '../../controller/config-loading.js';
 import { admitByOf, capsOf, settingsFromConfig } from '../../controller/settings.js';
 import { DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR } from '../../scheduler/eva.js';
+import type { QueueCaps } from '../../queue/caps.js';
 import type { RunRequest } from '../../sim/run-request.js';
 import { checkOutputDirectory } from '../output-target.js';
 import { colocationTableRequest } from './colocation-table-file.js';
@@ -84,23 +85,23 @@ export function simulationPlan(raw: RawSimulateOptions) {
     ]);
   // A controller config sizes jobs as the controller would (by the plan's cost unless it says otherwise).
   const admitBy = o.admitBy ?? (config === undefined ? queueFile?.caps?.admitBy : admitByOf(config));
-  // Any cap or --queue turns the queue layer on (fifo unless said otherwise), with predictions unless --no-predict.
+  // The caps both runtimes run under: a controller config's, with the flags (or a tuned queue config) laid over them.
+  const caps: QueueCaps = {
+    ...(config === undefined ? {} : capsOf(config.caps)),
+    ...(capDollarsPerHour !== undefined ? { maxCostPerHour: capDollarsPerHour } : {}),
+    ...(capInstances !== undefined ? { maxInstances: capInstances } : {}),
+    ...(quotas.length > 0 ? { quotas } : {}),
+  };
+  // Any cap or --queue turns the queue layer on (fifo unless said otherwise), with predictions unless --no-predict. A
+  // migrations cap alone too: the queue layer is the engine's only way to its scheduler's and its round's caps, which
+  // the controller runtime always keeps.
   const queue: RunRequest['queue'] =
-    o.queue === undefined &&
-    queueConfig === undefined &&
-    capDollarsPerHour === undefined &&
-    capInstances === undefined &&
-    quotas.length === 0
+    o.queue === undefined && queueConfig === undefined && !capsAnything(caps)
       ? undefined
       : {
           kind: o.queue ?? (queueConfig === undefined ? 'fifo' : 'wfq'),
           ...(queueConfig === undefined ? {} : { config: queueConfig }),
-          caps: {
-            ...(config === undefined ? {} : capsOf(config.caps)),
-            ...(capDollarsPerHour !== undefined ? { maxCostPerHour: capDollarsPerHour } : {}),
-            ...(capInstances !== undefined ? { maxInstances: capInstances } : {}),
-            ...(quotas.length > 0 ? { quotas } : {}),
-          },
+          caps,
           predict: o.predict ?? true,
           ...(admitBy !== undefined ? { admitBy } : {}),
         };
@@ -183,7 +184,7 @@ export function simulationPlan(raw: RawSimulateOptions) {
         ? undefined
         : {
             ...settingsFromConfig(config),
-            caps: queue?.caps ?? capsOf(config.caps),
+            caps,
             queue: queueConfig,
             ...(admitBy !== undefined ? { admitBy } : {}),
             ...(roundSeconds !== undefined ? { roundSeconds } : {}),
@@ -207,6 +208,16 @@ export function simulationPlan(raw: RawSimulateOptions) {
     starts,
     priceOverridesSource: prices?.source,
   };
+}
+
+/** Whether the caps hold a run to anything: $/hour, instances, migrations per round, or a quota. */
+function capsAnything(caps: QueueCaps): boolean {
+  return (
+    caps.maxCostPerHour !== undefined ||
+    caps.maxInstances !== undefined ||
+    caps.maxMigrationsPerRound !== undefined ||
+    (caps.quotas ?? []).length > 0
+  );
 }
 
 /** What a `simulate` command line asks for (`simulationPlan`). */

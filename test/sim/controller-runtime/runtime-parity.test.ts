@@ -1,19 +1,39 @@
-import { describe, expect, it } from 'vitest';
-import type { Configuration } from '../../../src/scheduler/types.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parseSimulateArgs } from '../../../src/cli/commands/simulate.js';
+import { simulationPlan } from '../../../src/cli/commands/simulate-plan.js';
+import { loadCatalogFile } from '../../../src/cloud/catalog-file.js';
+import type { Configuration, Scheduler } from '../../../src/scheduler/types.js';
 import { createScheduler } from '../../../src/scheduler/registry.js';
 import { executeControllerRun } from '../../../src/sim/controller-runtime/execute.js';
 import { runControllerSimulation } from '../../../src/sim/controller-runtime/run-controller.js';
 import { queueConfigFor } from '../../../src/sim/queue-options.js';
-import { executeRun, type RunRequest } from '../../../src/sim/run-request.js';
+import {
+  executeRun,
+  groundTruthFor,
+  loadRequestTrace,
+  type RunRequest,
+} from '../../../src/sim/run-request.js';
 import { runSimulation } from '../../../src/sim/run-simulation.js';
 import { constantPairwise } from '../../../src/world/ground-truth.js';
 import type { ClusterSnapshot } from '../../../src/core/model.js';
-import { currentConfiguration, ScriptedScheduler, testCatalog, trace, traceJob } from '../sim-fixtures.js';
+import { withControllerJobIds } from '../../../src/sim/traces/controller-job-ids.js';
+import {
+  currentConfiguration,
+  EventLog,
+  ScriptedScheduler,
+  testCatalog,
+  trace,
+  traceJob,
+} from '../sim-fixtures.js';
 
 /**
  * What the two runtimes report alike beyond cost and JCT: a plan over a cap refused and counted (not a failure),
  * an arrival's early round, the value of time a run planned with. Hand-sized worlds (sim-fixtures: small.x $3.6/h,
  * big.x $10.8/h, an instance registered 60 s after launch, a task running 5 s after its start, progress 7 s later).
+ * Then, on a cut of pai_200: a controller config's migrations cap alone, and jobs' no-move windows through their init.
  */
 const catalog = testCatalog();
 const groundTruth = constantPairwise(1);
@@ -97,5 +117,93 @@ describe('the controller runtime report', () => {
     expect(engine.summary.valueOfTimePerJobHour).toBe(3);
     expect(controller.summary.valueOfTimePerJobHour).toBe(3);
     expect(controller.summary.totalCost).toBeCloseTo(engine.summary.totalCost, 6);
+  });
+});
+
+describe('a controller config with a migrations cap and no other', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fleetwise-runtime-parity-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('holds both runtimes to it: no job moves, and they run alike', async () => {
+    const config = join(dir, 'no-moves.yaml');
+    writeFileSync(
+      config,
+      `cluster: parity\nstateDir: ${join(dir, 'state')}\ncaps:\n  maxMigrationsPerRound: 0\n`,
+    );
+    const request = (flags: string): RunRequest =>
+      simulationPlan(
+        parseSimulateArgs(
+          `--format eva --jobs 10 --scheduler eva --no-predict --job-ids controller ${flags}`
+            .trim()
+            .split(' '),
+          'test',
+        ),
+      ).requests[0] as RunRequest;
+    // Uncapped, Eva moves jobs on this cut.
+    expect(executeRun(request('')).summary.migrationsPerJob).toBeGreaterThan(0);
+    const engine = executeRun(request(`--config ${config}`));
+    const controller = await executeControllerRun(request(`--config ${config} --runtime controller`));
+    expect(engine.summary.migrationsPerJob).toBe(0);
+    expect(controller.summary.migrationsPerJob).toBe(0);
+    expect(controller.summary.totalCost).toBeCloseTo(engine.summary.totalCost, 6);
+    expect(controller.jobs.map((j) => [j.id, j.startSeconds, j.endSeconds])).toEqual(
+      engine.jobs.map((j) => [j.id, j.startSeconds, j.endSeconds]),
+    );
+  });
+});
+
+describe('no-move windows in both runtimes', () => {
+  it('eva, first 10 pai_200 jobs each asking not to be moved for 600 s: held through their init alike, identical', async () => {
+    const realCatalog = loadCatalogFile();
+    const truth = groundTruthFor({});
+    const cut = loadRequestTrace({ trace: { format: 'eva', jobs: 10 } }, realCatalog);
+    const held = withControllerJobIds({ ...cut, jobs: cut.jobs.map((j) => ({ ...j, noMoveSeconds: 600 })) });
+    const log = new EventLog();
+    const options = () => ({
+      trace: held,
+      scheduler: createScheduler('eva', { catalog: realCatalog, interferenceProfile: truth }),
+      catalog: realCatalog,
+      groundTruth: truth,
+    });
+    // The engine's Eva, with the jobs each round's plan pinned.
+    const eva = options().scheduler;
+    const pinnedAt = new Map<number, string[]>();
+    const recording: Scheduler = {
+      name: eva.name,
+      observe: (snapshot, observations) => eva.observe(snapshot, observations),
+      plan: (snapshot) => {
+        const plan = eva.plan(snapshot);
+        pinnedAt.set(
+          snapshot.nowSeconds,
+          plan.decision.pinned.map((p) => p.jobId),
+        );
+        return plan;
+      },
+    };
+    const engine = runSimulation({ ...options(), scheduler: recording, onEvent: log.record });
+    const controller = await runControllerSimulation(options());
+    // Every round while a job initializes (its tasks all launched, its progress not begun) pins it.
+    const launchedAt = new Map<string, number>();
+    const initializing: { job: string; from: number; to: number }[] = [];
+    for (const e of log.entries) {
+      if (e.kind === 'launched') launchedAt.set(e.jobId ?? '', e.timeSeconds);
+      if (e.kind === 'job-active')
+        initializing.push({
+          job: e.jobId ?? '',
+          from: launchedAt.get(e.jobId ?? '') ?? 0,
+          to: e.timeSeconds,
+        });
+    }
+    const heldRounds = initializing.flatMap(({ job, from, to }) =>
+      [...pinnedAt].filter(([t]) => t > from && t < to).map(([t, pinned]) => [job, t, pinned.includes(job)]),
+    );
+    expect(heldRounds.length).toBeGreaterThan(0);
+    expect(heldRounds.filter(([, , pinned]) => !pinned)).toEqual([]);
+    expect(engine.summary.migrationsPerJob).toBeGreaterThan(0);
+    expect(controller.summary.totalCost).toBeCloseTo(engine.summary.totalCost, 6);
+    expect(controller.summary.migrationsPerJob).toBe(engine.summary.migrationsPerJob);
+    expect(controller.jobs.map((j) => [j.id, j.startSeconds, j.endSeconds])).toEqual(
+      engine.jobs.map((j) => [j.id, j.startSeconds, j.endSeconds]),
+    );
   });
 });
