@@ -1,4 +1,10 @@
-import { arrayFactsOf, arrayIdsOf, isWholeArray, type ArrayMemberFacts } from './job-spec/array.js';
+import {
+  arrayFactsOf,
+  arrayIdsOf,
+  arraySpecBytesProblem,
+  isWholeArray,
+  type ArrayMemberFacts,
+} from './job-spec/array.js';
 import type { JobSpec } from './job-spec/spec.js';
 import type { JobRecord, StateStore } from './state-store.js';
 
@@ -35,13 +41,17 @@ export function wholeArrayOf(
 
 /**
  * The arrays an array being submitted pairs with by index (`sameIndexOf`, Batch's N_TO_N), each as its jobs in index
- * order, or why it cannot: each named job must be a job of the team's, of an array of the same size.
+ * order, or why it cannot: each named job must be a job of the team's, of an array of the same size. An array too
+ * large to store (its size × its spec's bytes) is refused here, before any lookup: a submission and its dry run both
+ * ask this first.
  */
 export function pairedArrays(
   spec: JobSpec,
   team: string,
   store: StateStore,
 ): { readonly arrays: JobRecord[][]; readonly problems: string[] } {
+  const tooLarge = arraySpecBytesProblem(spec);
+  if (tooLarge !== undefined) return { arrays: [], problems: [tooLarge] };
   const size = spec.arrayProperties?.size ?? 0;
   const arrays: JobRecord[][] = [];
   const problems: string[] = [];

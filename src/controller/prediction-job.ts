@@ -4,6 +4,8 @@ import type { JobQueueView } from '../queue/admission-views.js';
 import { predictEtas, type PredictFn, type PredictionRun } from './eta-predictions.js';
 import { buildScheduler, type SchedulerRecipe } from './scheduler-recipe.js';
 import type { SnapshotInputs } from './snapshot.js';
+import type { JobSpec, TaskTemplateSpec } from './job-spec/spec.js';
+import type { JobRecord } from './state-store.js';
 
 /**
  * One completion-time prediction as plain data (structured-clonable): the controller's state read at one moment, and
@@ -24,6 +26,52 @@ export interface PredictionJob {
   readonly targets: readonly string[] | undefined;
   readonly horizonSeconds: number;
   readonly budgetMs: number;
+}
+
+/**
+ * A job's spec cut to what a prediction reads (eta-world.ts, eta-predictions.ts): its tasks' names, demands, shared
+ * memory, workload keys and image (or build context), its duration, iterations, success model, checkpoint delays and
+ * spot preference. What a task runs (command, env), the description, network, dependencies and the `queue:` section
+ * are left out: each job of an array carries its own copy of them, and sent whole for 10,000 jobs of a 40 KiB spec
+ * they ran the prediction thread out of heap. It is still a JobSpec by type, with an empty env and queue section.
+ */
+export function predictionSpec(spec: JobSpec): JobSpec {
+  const tasks = spec.tasks.map((t): TaskTemplateSpec => ({
+    name: t.name,
+    ...(t.image === undefined ? {} : { image: t.image }),
+    // The context names the image the world's tasks use; the Dockerfile is not read.
+    ...(t.build === undefined ? {} : { build: { context: t.build.context } }),
+    env: {},
+    demand: t.demand,
+    replicas: t.replicas,
+    shmSizeGiB: t.shmSizeGiB,
+    workload: t.workload,
+  }));
+  return {
+    name: spec.name,
+    team: spec.team,
+    tasks,
+    checkpoint: spec.checkpoint,
+    queue: {},
+    ...(spec.totalIterations === undefined ? {} : { totalIterations: spec.totalIterations }),
+    ...(spec.expectedDurationSeconds === undefined
+      ? {}
+      : { expectedDurationSeconds: spec.expectedDurationSeconds }),
+    ...(spec.success === undefined ? {} : { success: spec.success }),
+    ...(spec.spot === undefined ? {} : { spot: spec.spot }),
+    ...(spec.spotMaxDelaySeconds === undefined ? {} : { spotMaxDelaySeconds: spec.spotMaxDelaySeconds }),
+  };
+}
+
+/** The snapshot a prediction is given: as read, each job with its spec cut to what a prediction reads. */
+export function predictionInputs(inputs: SnapshotInputs): SnapshotInputs {
+  const cut = (jobs: readonly JobRecord[]): JobRecord[] =>
+    jobs.map((j) => ({ ...j, spec: predictionSpec(j.spec) }));
+  return {
+    ...inputs,
+    jobs: cut(inputs.jobs),
+    ...(inputs.heldJobs === undefined ? {} : { heldJobs: cut(inputs.heldJobs) }),
+  };
 }
 
 /** The admission and the scheduler at the moment of the prediction (round/round.ts PredictionFork, as data). */

@@ -6,7 +6,7 @@ import type { Clock } from './clock.js';
 import type { PredictionRun } from './eta-predictions.js';
 import { worldFingerprint } from './eta-world.js';
 import type { PredictionEngine } from './prediction-engine.js';
-import type { PortableFork, PredictionJob } from './prediction-job.js';
+import { predictionInputs, type PortableFork, type PredictionJob } from './prediction-job.js';
 import { predictionErrorOf, readQueueRecord, writeQueueRecord, type EtaRecord } from './queue-records.js';
 import type { SchedulerRecipe } from './scheduler-recipe.js';
 import type { SchedulerState } from './scheduler-state.js';
@@ -277,7 +277,8 @@ export class Predictions {
     views: ReadonlyMap<string, JobQueueView> | undefined,
   ): PredictionJob {
     return {
-      inputs,
+      // Only what a prediction reads of each spec: the job crosses to the prediction thread as a copy.
+      inputs: predictionInputs(inputs),
       views,
       fork,
       catalog: this.deps.catalog(),

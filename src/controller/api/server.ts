@@ -1,4 +1,9 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyRequest,
+  type HTTPMethods,
+} from 'fastify';
 import type { Logger } from 'pino';
 import type { Catalog } from '../../core/catalog.js';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
@@ -109,6 +114,27 @@ function priceBookOf(catalog: Catalog | PriceBook | (() => Catalog)): () => Pric
   };
 }
 
+/**
+ * The methods some route answers `path` (a request's path, without its query) with, HEAD with each GET, found by
+ * fastify's router; none when no route matches it. A path that is not valid percent-encoding, or has a segment longer
+ * than a path parameter may be, matches none: for it the router finds its bad-URL or long-parameter error handler,
+ * which is no route.
+ */
+function allowedMethods(app: FastifyInstance, routes: RouteTable, path: string): string[] {
+  try {
+    decodeURI(path);
+  } catch {
+    return [];
+  }
+  if (path.split('/').some((segment) => segment.length > MAX_PATH_PARAM_LENGTH)) return [];
+  const methods = new Set<HTTPMethods>(routes.routes.map((r) => r.method));
+  if (methods.has('GET')) methods.add('HEAD');
+  // Typed as never null, but null where no route of the method matches.
+  const found = (method: HTTPMethods): boolean =>
+    (app.findRoute({ method, url: path }) as ReturnType<FastifyInstance['findRoute']> | null) !== null;
+  return [...methods].filter(found).sort();
+}
+
 /** Build the fastify app with every route; not yet listening (tests may inject into it). */
 export function buildApiApp(
   service: ApiControllerService,
@@ -120,7 +146,8 @@ export function buildApiApp(
       ? { loggerInstance: failuresOnly(options.logger) }
       : { logger: options.logger ?? false }),
     bodyLimit,
-    exposeHeadRoutes: false,
+    // Every GET route answers HEAD too (its headers, no body): load balancers and uptime checks probe /healthz so.
+    exposeHeadRoutes: true,
     routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },
     // Errors fastify raises before routing (a path that is not valid percent-encoding, an overlong path parameter)
     // get the API's error body too, not fastify's own shape.
@@ -151,8 +178,8 @@ export function buildApiApp(
   app.addHook('onRequest', async (request) => {
     const url = request.routeOptions.url;
     if (url === undefined) return; // no such route: the not-found handler answers
-    // A route without an access rule is an oversight; fail closed.
-    const access = routes.accessOf(request.method, url) ?? 'admin';
+    // A route without an access rule is an oversight; fail closed. A HEAD is its GET without the body: the same rule.
+    const access = routes.accessOf(request.method === 'HEAD' ? 'GET' : request.method, url) ?? 'admin';
     if (access === 'none') return;
     if (access === 'metrics') {
       authorizeScrape(request.headers.authorization, options.metricsToken, options.adminToken);
@@ -167,9 +194,17 @@ export function buildApiApp(
     if (http.statusCode >= 500) request.log.error(error);
     return sendError(reply, http);
   });
-  app.setNotFoundHandler((request, reply) =>
-    sendError(reply, new HttpError(404, `no route ${request.method} ${request.url.split('?')[0] ?? ''}`)),
-  );
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '';
+    const allow = allowedMethods(app, routes, path);
+    if (allow.length === 0) return sendError(reply, new HttpError(404, `no route ${request.method} ${path}`));
+    // A path the API serves, asked with another method (RFC 9110 §15.5.6): 405, and which methods it takes.
+    void reply.header('allow', allow.join(', '));
+    return sendError(
+      reply,
+      new HttpError(405, `no route ${request.method} ${path}: ${path} answers ${allow.join(', ')}`),
+    );
+  });
 
   registerJobRoutes(routes, context);
   registerClusterRoutes(routes, context, options.contextLimits ?? (() => DEFAULT_CONTEXT_LIMITS));

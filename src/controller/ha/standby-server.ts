@@ -44,9 +44,9 @@ export async function startStandbyServer(options: {
       });
     }
     const path = (request.url ?? '/').split('?')[0];
-    if (request.method === 'GET' && path === '/healthz')
+    if ((request.method === 'GET' || request.method === 'HEAD') && path === '/healthz')
       return send(response, 200, { status: 'ok', latestRound: null, ...leadership, ...HEALTH_FEATURES });
-    if (request.method === 'GET' && path === '/readyz')
+    if ((request.method === 'GET' || request.method === 'HEAD') && path === '/readyz')
       return send(response, 503, { status: 'standby', ...leadership });
     const active =
       leadership.holder === null

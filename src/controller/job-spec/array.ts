@@ -1,4 +1,4 @@
-import type { JobSpec } from './spec.js';
+import { arraySubmissionSize, JOB_SPEC_LIMITS, type JobSpec } from './spec.js';
 
 /**
  * Which jobs make one array. An array is stored in one transaction, so its jobs have consecutive ids from its index 0;
@@ -68,4 +68,28 @@ export function writtenArraySize(raw: unknown): number | undefined {
   if (typeof array !== 'object' || array === null || 'index' in array) return undefined;
   const size = (array as { size?: unknown }).size;
   return typeof size === 'number' ? size : undefined;
+}
+
+/** The bytes one job's spec takes in the state store (its JSON, as the store writes it). */
+export function storedSpecBytes(spec: JobSpec): number {
+  return Buffer.byteLength(JSON.stringify(spec), 'utf8');
+}
+
+/**
+ * Why an array is too large to store, or undefined: each of its jobs keeps a copy of its spec, so its size × the
+ * spec's bytes is bounded in all (JOB_SPEC_LIMITS.maxArraySpecBytes), not only each of the two on its own.
+ */
+export function arraySpecBytesProblem(spec: JobSpec): string | undefined {
+  const size = arraySubmissionSize(spec);
+  if (size === undefined) return undefined;
+  const limit = JOB_SPEC_LIMITS.maxArraySpecBytes;
+  const each = storedSpecBytes(spec);
+  const total = size * each;
+  if (total <= limit) return undefined;
+  return (
+    `arrayProperties.size: ${size} jobs × ${each} bytes of spec each make ${total} bytes, at most ${limit} ` +
+    `(${limit / (1024 * 1024)} MiB) in one array, so at most ${Math.floor(limit / each)} jobs of this spec: ` +
+    'keep large values (env, command, the queue section) out of the spec, e.g. in a file the tasks read, or ' +
+    'submit fewer jobs per array'
+  );
 }
