@@ -327,6 +327,31 @@ describe('parseJobSpec: rejected specs name the field and the reason', () => {
       MINIMAL.replace('[0, 1, 1]', '[0, 1, 4]').replace('demand:', 'shmSizeGiB: 2048\n    demand:'),
       /^tasks\.0\.shmSizeGiB: .*memory is in GiB: 2048 looks like MiB, which would be 2 GiB/,
     ],
+    [
+      'an empty program',
+      MINIMAL.replace('[python, -c, "print(1)"]', '["", -c, "print(1)"]'),
+      /^tasks\.0\.command\.0: the program to run \(the first item\) is empty \(line 6\)$/,
+    ],
+    [
+      'an image that is no image reference',
+      MINIMAL.replace('python:3.12-slim', '"../../etc;rm"'),
+      /^tasks\.0\.image: not an image reference: \[registry\[:port\]\/\]name\[:tag\]\[@sha256:digest\]/,
+    ],
+    [
+      'an image name in capitals',
+      MINIMAL.replace('python:3.12-slim', 'Python:3.12'),
+      /^tasks\.0\.image: not an image reference: .* \(line 5\)$/,
+    ],
+    [
+      'an image with an empty tag',
+      MINIMAL.replace('python:3.12-slim', '"python:"'),
+      /^tasks\.0\.image: not an image reference/,
+    ],
+    [
+      'an image with a short digest',
+      MINIMAL.replace('python:3.12-slim', 'python@sha256:abc'),
+      /^tasks\.0\.image: not an image reference/,
+    ],
     ['broken YAML', 'name: [unclosed\nteam: t\n', /^not valid YAML\/JSON: /],
     ['a duplicated key', `${MINIMAL}team: other\n`, /^not valid YAML\/JSON: Map keys must be unique/],
     ['a list at the root', '- a\n- b\n', /^\(root\): expected a job spec/],
@@ -1190,6 +1215,58 @@ describe('env names JavaScript objects treat specially', () => {
     const spec = validateJobSpec(withEnv({ constructor: 'y', prototype: 'z', A: '1' }), 'api', catalog);
     expect(spec.tasks[0]?.env).toEqual({ constructor: 'y', prototype: 'z', A: '1' });
     expect(Object.keys(spec.tasks[0]?.env ?? {})).toEqual(['constructor', 'prototype', 'A']);
+  });
+});
+
+describe('an image or a program no worker could start', () => {
+  it.each([
+    'busybox',
+    'busybox:latest',
+    'python:3.12-slim',
+    'pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime',
+    'ghcr.io/fleetwise-examples/resnet18-cifar10:0.1',
+    '127.0.0.1:9/fleetwise/no-such-image:1',
+    'localhost:5000/team/a__b.c--d:v_1.0-rc',
+    'Registry.Example.com/x/y@sha256:' + 'a1'.repeat(32),
+    'x:1@sha256:' + 'f0'.repeat(32),
+    '[::1]:5000/x',
+  ])('accepts %s, as Docker reads it', (image) => {
+    const spec = parseJobSpec(MINIMAL.replace('python:3.12-slim', `"${image}"`), 's.yaml', catalog);
+    expect(spec.tasks[0]?.image).toBe(image);
+  });
+
+  it.each(['a//b', 'a/', '-a', '/a', 'a___b', 'a:-x', `a:${'t'.repeat(129)}`, 'a@sha256:' + 'A'.repeat(64)])(
+    'refuses %j, which Docker cannot read',
+    (image) => {
+      expect(problemsOf(MINIMAL.replace('python:3.12-slim', JSON.stringify(image)))).toEqual([
+        expect.stringMatching(/^tasks\.0\.image: not an image reference: .* \(line 5\)$/),
+      ]);
+    },
+  );
+
+  it('refuses an empty program from a JSON body too, and accepts an empty argument after it', () => {
+    const body = (command: string[]): unknown => ({
+      name: 'a',
+      team: 't',
+      tasks: [{ image: 'x', demand: [0, 1, 1], command }],
+    });
+    expect(() => validateJobSpec(body(['']), 'api', catalog)).toThrow(
+      'tasks.0.command.0: the program to run (the first item) is empty',
+    );
+    expect(validateJobSpec(body(['echo', '']), 'api', catalog).tasks[0]?.command).toEqual(['echo', '']);
+  });
+
+  it('is not refused in a spec accepted before (an archived job), so its archive still restores', () => {
+    const archived = {
+      name: 'a',
+      team: 't',
+      tasks: [{ image: 'Old/Image', demand: [0, 1, 1], command: [''] }],
+    };
+    expect(() => validateJobSpec(archived, 'api', catalog)).toThrow(
+      /tasks\.0\.image: not an image reference/,
+    );
+    const restored = validateJobSpec(archived, 'archive', catalog, { accepted: true });
+    expect(restored.tasks[0]).toMatchObject({ image: 'Old/Image', command: [''] });
   });
 });
 

@@ -1,12 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { isNode, LineCounter, parseDocument } from 'yaml';
+import { isNode } from 'yaml';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
-import { parseJobSpec, validateJobSpec } from '../../controller/job-spec/parse.js';
+import { readSpecText, validateJobSpec, validateSpecText } from '../../controller/job-spec/parse.js';
 import { lineOf } from '../../controller/job-spec/problems.js';
-import { keepEnvValuesAsWritten } from '../../controller/job-spec/env-text.js';
 import { writtenArraySize } from '../../controller/job-spec/array.js';
 import { IDEMPOTENCY_KEY_PATTERN, IDEMPOTENCY_KEY_RULE } from '../../controller/submission-keys.js';
 import { queueFieldsOf, warningsOf } from './job.js';
@@ -98,21 +97,13 @@ export async function checkSpecFile(
   } catch (e) {
     throw new ValidationError(source, [`cannot read: ${(e as Error).message}`]);
   }
-  const counter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: counter, uniqueKeys: true });
-  const raw: unknown = (() => {
-    try {
-      if (doc.errors.length > 0) return undefined; // parseJobSpec below reports the syntax error with its line
-      // Sent on as JSON: an env value keeps the text written (1.10, 007), as the controller reads it from YAML.
-      keepEnvValuesAsWritten(doc);
-      return doc.toJS({ maxAliasCount: 100 }) as unknown;
-    } catch {
-      return undefined;
-    }
-  })();
+  // Read once, as the controller reads spec text: a syntax error or repeated key is refused here with its line, and
+  // an env value keeps the text written (1.10, 007) when the spec is sent on as JSON.
+  const read = readSpecText(text, source);
+  const { doc, lineCounter: counter, value: raw } = read;
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
-    // Not a map, or not YAML: the controller's reading says which, with the line.
-    parseJobSpec(text, source, catalogHostingAnyDemand(raw), { team: LOCAL_TEAM_PLACEHOLDER });
+    // Not a map: the controller's validation says so, naming the line.
+    validateSpecText(read, source, catalogHostingAnyDemand(raw), { team: LOCAL_TEAM_PLACEHOLDER });
     throw new ValidationError(source, ['(root): expected a job spec (a map with name, team and tasks)']);
   }
   const spec = prepare(raw as RawSpec);
@@ -126,7 +117,7 @@ export async function checkSpecFile(
     return lineOf(doc, counter, path);
   };
   if (spec === written)
-    parseJobSpec(text, source, catalogHostingAnyDemand(spec), { team: LOCAL_TEAM_PLACEHOLDER });
+    validateSpecText(read, source, catalogHostingAnyDemand(spec), { team: LOCAL_TEAM_PLACEHOLDER });
   else checkSpec(spec, source, lineAt);
   if (catalog !== undefined) {
     try {

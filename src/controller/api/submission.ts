@@ -1,8 +1,8 @@
 import { dryRunSpotQuote, type DryRunSpotQuote } from './dry-run-spot.js';
-import { parseDocument } from 'yaml';
 import { ValidationError } from '../../core/validation.js';
 import type { PriceBook } from '../../scheduler/reservation-price.js';
-import { parseJobSpec, validateJobSpec } from '../job-spec/parse.js';
+import { readSpecText, validateJobSpec, validateSpecText, type SpecText } from '../job-spec/parse.js';
+import { jsonEnvNumbersAsWritten } from '../job-spec/env-text.js';
 import { arraySubmissionSize, type JobSpec } from '../job-spec/spec.js';
 import type { FamilyDemand } from '../../core/resources.js';
 import type { EtaRecord } from '../queue-records.js';
@@ -16,24 +16,17 @@ import type { ApiControllerService } from './routing.js';
 /** How validation errors name the request body. */
 export const SPEC_SOURCE = 'job spec';
 
-function yamlValue(text: string): unknown {
+/**
+ * A YAML body read once: the depth of its text is checked before the YAML parser (which recurses) sees it, and the
+ * depth of its value after (aliases can nest deeper than the text).
+ */
+function readYamlBody(text: string): SpecText {
   const tooDeep = tooDeepYamlProblem(text);
   if (tooDeep !== undefined) throw new ValidationError(SPEC_SOURCE, [tooDeep]);
-  const doc = parseDocument(text, { uniqueKeys: true });
-  if (doc.errors.length > 0)
-    throw new ValidationError(
-      SPEC_SOURCE,
-      doc.errors.map((e) => `not valid YAML/JSON: ${e.message.split('\n')[0] ?? e.message}`),
-    );
-  let value: unknown;
-  try {
-    value = doc.toJS({ maxAliasCount: 100 }) as unknown;
-  } catch (e) {
-    throw new ValidationError(SPEC_SOURCE, [`not valid YAML/JSON: ${(e as Error).message}`]);
-  }
-  const deepValue = tooDeepProblem(value);
+  const read = readSpecText(text, SPEC_SOURCE);
+  const deepValue = tooDeepProblem(read.value);
   if (deepValue !== undefined) throw new ValidationError(SPEC_SOURCE, [deepValue]);
-  return value;
+  return read;
 }
 
 function isMap(value: unknown): value is Record<string, unknown> {
@@ -55,7 +48,9 @@ export function specFromBody(
       body === undefined ? 400 : 415,
       'send the job spec as JSON (Content-Type: application/json) or YAML (Content-Type: application/yaml)',
     );
-  const value = body.kind === 'json' ? body.value : yamlValue(body.text);
+  const yaml = body.kind === 'yaml' ? readYamlBody(body.text) : undefined;
+  const value =
+    body.kind === 'json' ? jsonEnvNumbersAsWritten(body.text, body.value, SPEC_SOURCE) : yaml?.value;
   if (value === undefined || value === null)
     throw new ValidationError(SPEC_SOURCE, ['(root): the body is empty']);
   if (principal.kind === 'team' && isMap(value)) {
@@ -66,13 +61,13 @@ export function specFromBody(
         `this token submits for team ${principal.team}, but the spec names team ${JSON.stringify(named)}`,
       );
     if (named === undefined)
-      return body.kind === 'yaml'
-        ? parseJobSpec(body.text, SPEC_SOURCE, priceBook, { team: principal.team })
-        : validateJobSpec({ ...value, team: principal.team }, SPEC_SOURCE, priceBook);
+      return yaml === undefined
+        ? validateJobSpec({ ...value, team: principal.team }, SPEC_SOURCE, priceBook)
+        : validateSpecText(yaml, SPEC_SOURCE, priceBook, { team: principal.team });
   }
-  return body.kind === 'yaml'
-    ? parseJobSpec(body.text, SPEC_SOURCE, priceBook)
-    : validateJobSpec(value, SPEC_SOURCE, priceBook);
+  return yaml === undefined
+    ? validateJobSpec(value, SPEC_SOURCE, priceBook)
+    : validateSpecText(yaml, SPEC_SOURCE, priceBook);
 }
 
 /**

@@ -1,4 +1,6 @@
-import { isMap, isScalar, isSeq, type Document } from 'yaml';
+import { isMap, isScalar, isSeq, parseDocument, type Document } from 'yaml';
+import { ValidationError } from '../../core/validation.js';
+import { formatPath } from './problems.js';
 
 /**
  * An environment variable is text, but YAML reads `VERSION: 1.10` as the number 1.1, `RUN_ID: 007` as 7 and
@@ -21,4 +23,60 @@ export function keepEnvValuesAsWritten(doc: Document): void {
       )
         value.value = value.source;
   }
+}
+
+/**
+ * A JSON body's env values written as numbers, given the text written, as a YAML spec's are: JSON.parse reads
+ * `12345678901234567890` as 12345678901234567000, `1.10` as 1.1 and `-0` as 0, and the task would see those. Only a
+ * body with a number among its env values is read again, as YAML (JSON is YAML 1.2), for the text of those numbers;
+ * any other body is `value` as it is, and the rest of the value stays JSON.parse's. A number whose text cannot be found
+ * that way is refused, naming the field, rather than passed on changed.
+ */
+export function jsonEnvNumbersAsWritten(text: string, value: unknown, source: string): unknown {
+  const tasks = isRecord(value) ? value['tasks'] : undefined;
+  if (!isRecord(value) || !Array.isArray(tasks) || !tasks.some((t) => numberNames(t).length > 0))
+    return value;
+  // The body parser has refused repeated keys already, so the yaml parser's own (slow) check is not wanted.
+  const doc = parseDocument(text, { uniqueKeys: false });
+  const readable = doc.errors.length === 0;
+  const problems: string[] = [];
+  const written = tasks.map((task: unknown, i) => {
+    const names = numberNames(task);
+    if (names.length === 0 || !isRecord(task)) return task;
+    const env = task['env'] as Record<string, unknown>;
+    const texts = readable ? writtenNumbers(doc.getIn(['tasks', i, 'env'], true)) : new Map<string, string>();
+    const kept: Record<string, unknown> = { ...env };
+    for (const name of names) {
+      const numberText = texts.get(name);
+      if (numberText === undefined)
+        problems.push(
+          `${formatPath(['tasks', i, 'env', name])}: write this value in quotes, as a string: an environment ` +
+            `value is text, and as a JSON number it reads as ${String(env[name])}, which may not be what was written`,
+        );
+      else kept[name] = numberText;
+    }
+    return { ...task, env: kept };
+  });
+  if (problems.length > 0) throw new ValidationError(source, problems);
+  return { ...value, tasks: written };
+}
+
+/** The names of `task`'s env values that are numbers. */
+function numberNames(task: unknown): string[] {
+  const env = isRecord(task) ? task['env'] : undefined;
+  return isRecord(env) ? Object.keys(env).filter((name) => typeof env[name] === 'number') : [];
+}
+
+/** The source text of each number of an env map node, by variable name. */
+function writtenNumbers(env: unknown): Map<string, string> {
+  const texts = new Map<string, string>();
+  if (!isMap(env)) return texts;
+  for (const { key, value } of env.items)
+    if (isScalar(key) && isScalar(value) && typeof value.value === 'number' && value.source !== undefined)
+      texts.set(String(key.value), value.source);
+  return texts;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -1,10 +1,18 @@
-import { LineCounter, parseDocument } from 'yaml';
+import { LineCounter, type Document } from 'yaml';
 import type { Catalog } from '../../core/catalog.js';
 import { ANY_FAMILY, formatResources, type FamilyDemand } from '../../core/resources.js';
 import { ValidationError } from '../../core/validation.js';
+import { parseDocumentUniqueKeys } from '../../core/yaml-unique-keys.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import { explainIssue, firstLine, formatPath, lineOf, type Path, type Problem } from './problems.js';
-import { DEFAULT_SHM_SIZE_GIB, jobSpecSchema, utf8Bytes, type RawJobSpec } from './schema.js';
+import {
+  DEFAULT_SHM_SIZE_GIB,
+  IMAGE_REFERENCE_PATTERN,
+  IMAGE_REFERENCE_RULE,
+  jobSpecSchema,
+  utf8Bytes,
+  type RawJobSpec,
+} from './schema.js';
 import { JOB_SPEC_LIMITS, type ArrayProperties, type JobSpec, type TaskTemplateSpec } from './spec.js';
 import { derivedWorkload } from './tasks.js';
 import { keepEnvValuesAsWritten } from './env-text.js';
@@ -24,10 +32,26 @@ export function parseJobSpec(
   /** A team for a spec that names none (a team token's submission): problems keep their lines. */
   defaults: { readonly team?: string | undefined } = {},
 ): JobSpec {
+  return validateSpecText(readSpecText(text, source), source, catalog, defaults);
+}
+
+/** Spec text read once: its YAML document (for the lines of problems) and its value. */
+export interface SpecText {
+  readonly doc: Document.Parsed;
+  readonly lineCounter: LineCounter;
+  /** The document as values, each task's env values as written (env-text.ts). */
+  readonly value: unknown;
+}
+
+/**
+ * Read spec text (YAML or JSON) without validating it, so a reader that looks at the value first (the API's team
+ * check, `fleetwise submit`'s command-line additions) parses it once. Syntax errors and repeated keys are refused here.
+ */
+export function readSpecText(text: string, source: string): SpecText {
   if (utf8Bytes(text) > JOB_SPEC_LIMITS.maxSpecBytes)
     throw new ValidationError(source, [`(root): larger than ${JOB_SPEC_LIMITS.maxSpecBytes} bytes`]);
   const lineCounter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter, uniqueKeys: true, prettyErrors: true });
+  const doc = parseDocumentUniqueKeys(text, { lineCounter, prettyErrors: true });
   if (doc.errors.length > 0)
     throw new ValidationError(
       source,
@@ -40,9 +64,21 @@ export function parseJobSpec(
   } catch (e) {
     throw new ValidationError(source, [`not valid YAML/JSON: ${firstLine((e as Error).message)}`]);
   }
-  if (defaults.team !== undefined && isRecord(value) && value['team'] === undefined)
-    value = { ...value, team: defaults.team };
-  return validate(value, source, catalog, (path) => lineOf(doc, lineCounter, path));
+  return { doc, lineCounter, value };
+}
+
+/** Validate spec text read by readSpecText; problems name the field path, the reason and the line. */
+export function validateSpecText(
+  read: SpecText,
+  source: string,
+  catalog: Catalog | PriceBook,
+  defaults: { readonly team?: string | undefined } = {},
+): JobSpec {
+  const value =
+    defaults.team !== undefined && isRecord(read.value) && read.value['team'] === undefined
+      ? { ...read.value, team: defaults.team }
+      : read.value;
+  return validate(value, source, catalog, (path) => lineOf(read.doc, read.lineCounter, path));
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -52,8 +88,9 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 export interface ValidationOptions {
   /**
    * The spec was accepted by a controller before (read back from its job archive): checks that only keep a new
-   * submission self-consistent (a success model agreeing with expectedDurationSeconds) are not applied again, so an
-   * archive written before they existed still restores, each job as it was accepted.
+   * submission self-consistent (a success model agreeing with expectedDurationSeconds) or runnable (an image Docker
+   * can pull, a program to start) are not applied again, so an archive written before they existed still restores,
+   * each job as it was accepted.
    */
   readonly accepted?: boolean;
 }
@@ -93,7 +130,7 @@ function validate(
   const raw = result.data;
   const problems = [
     ...checkStructure(raw),
-    ...(options.accepted === true ? [] : successProblems(raw)),
+    ...(options.accepted === true ? [] : [...successProblems(raw), ...unrunnableProblems(raw)]),
     ...checkAgainstCatalog(raw, catalog),
   ];
   if (problems.length > 0) return fail(problems);
@@ -229,6 +266,21 @@ function successProblems(raw: RawJobSpec): Problem[] {
         },
       ]
     : [];
+}
+
+/**
+ * What no worker could start: an image that is no Docker image reference, or an empty program. Both would fail only on
+ * the worker, after an instance was bought for the task.
+ */
+function unrunnableProblems(raw: RawJobSpec): Problem[] {
+  return raw.tasks.flatMap((t, i): Problem[] => [
+    ...(t.image === undefined || IMAGE_REFERENCE_PATTERN.test(t.image)
+      ? []
+      : [{ path: ['tasks', i, 'image'], message: IMAGE_REFERENCE_RULE }]),
+    ...(t.command?.[0] === ''
+      ? [{ path: ['tasks', i, 'command', 0], message: 'the program to run (the first item) is empty' }]
+      : []),
+  ]);
 }
 
 /** Seconds as a spec states them: a sum of stages in floating point (0.1 + 0.2) shown as written. */

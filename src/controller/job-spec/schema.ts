@@ -29,6 +29,28 @@ export { exitRuleSchema, retryStrategySchema } from './retry-schema.js';
 const NAME_PATTERN = /^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$/;
 const NAME_RULE = `lowercase letters, digits, '.', '_' or '-', starting and ending with a letter or digit, at most ${JOB_SPEC_LIMITS.maxNameLength} characters`;
 const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * An image reference as Docker reads one (the grammar of github.com/distribution/reference, regexp.go):
+ *   reference := name [":" tag] ["@" digest]
+ *   name      := [domain "/"] path-component ["/" path-component]*
+ *   domain    := host [":" port], host a domain name (components [a-zA-Z0-9] or [a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9],
+ *                joined by ".") or "[" IPv6 "]"
+ *   path-component := [a-z0-9]+ (separator [a-z0-9]+)*, separator := [_.] | __ | -+
+ *   tag       := [\w][\w.-]{0,127}
+ * with a digest as registries give one, sha256:<64 hex digits>. A new submission naming anything else (`../../etc;rm`,
+ * `Ubuntu`, `a:`) is refused (parse.ts) rather than failing the worker's docker pull after an instance was bought.
+ */
+export const IMAGE_REFERENCE_PATTERN = (() => {
+  const pathComponent = '[a-z0-9]+(?:(?:[_.]|__|-+)[a-z0-9]+)*';
+  const domainComponent = '(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])';
+  const domain = `(?:${domainComponent}(?:\\.${domainComponent})*|\\[[a-fA-F0-9:]+\\])(?::[0-9]+)?`;
+  const name = `(?:${domain}/)?${pathComponent}(?:/${pathComponent})*`;
+  return new RegExp(`^${name}(?::[\\w][\\w.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$`);
+})();
+export const IMAGE_REFERENCE_RULE =
+  'not an image reference: [registry[:port]/]name[:tag][@sha256:digest], the name in lowercase letters, digits ' +
+  "and '.', '_', '-', '/' separators, e.g. pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime";
 const FAMILY_PATTERN = /^[a-z][a-z0-9-]*$/;
 const VECTOR_RULE = 'expected [gpus, vcpus, memoryGiB] with 3 non-negative numbers';
 const POSITIVE = 'must be more than 0 seconds';
@@ -251,8 +273,8 @@ const envSchema = z
         (k) => !k.startsWith(RESERVED_ENV_PREFIX),
         `names starting with ${RESERVED_ENV_PREFIX} are set by the worker`,
       ),
-    // YAML turns `EPOCHS: 10` into a number: spec text keeps the text written (env-text.ts); a number or boolean in
-    // a JSON body is passed as JavaScript prints it.
+    // YAML turns `EPOCHS: 10` into a number: spec text, and a JSON body's numbers, keep the text written
+    // (env-text.ts); a value already parsed (an archived spec, a spec built in code) is passed as JavaScript prints it.
     z
       .union([z.string(), z.number(), z.boolean()], { error: 'expected a string, number or boolean' })
       .transform(String)

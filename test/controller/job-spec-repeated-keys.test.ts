@@ -1,0 +1,144 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseDocument } from 'yaml';
+import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
+import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
+import { ValidationError } from '../../src/core/validation.js';
+import { parseDocumentUniqueKeys } from '../../src/core/yaml-unique-keys.js';
+import { catalog, rig } from './controller-fixtures.js';
+
+/**
+ * A spec repeating a key is refused, at any depth and with the line of the repeat, and a spec of many keys is read in
+ * time linear in its size: the API reads YAML bodies on the controller's event loop, where a check comparing each key
+ * with every other held the whole controller for tens of seconds on a few hundred KiB.
+ */
+const ADMIN = 'job-spec-repeated-keys-admin-token-0123';
+
+const HEAD = `name: twice
+team: ml
+tasks:
+  - name: main
+    image: python:3.12-slim
+    command: [python, -c, "print(1)"]
+    demand: { any: [0, 1, 1] }
+`;
+
+/** Specs repeating a key at several depths, with the first line of the problem each is refused with. */
+const REPEATS: readonly (readonly [string, string, string])[] = [
+  ['at the top', `${HEAD}team: other\n`, 'Map keys must be unique at line 8, column 1:'],
+  [
+    'in a task',
+    HEAD.replace('    image:', '    image: a\n    image:'),
+    'Map keys must be unique at line 6, column 5:',
+  ],
+  [
+    'in an env map',
+    `${HEAD}    env:\n      A: "1"\n      B: "2"\n      A: "3"\n`,
+    'Map keys must be unique at line 11, column 7:',
+  ],
+  [
+    'in a flow map in a demand',
+    HEAD.replace('{ any:', '{ any: [0, 1, 1], any:'),
+    'Map keys must be unique at line 7, column 31:',
+  ],
+  [
+    'three maps down in queue',
+    `${HEAD}queue:\n  x:\n    y: {a: 1, b: 2, a: 3}\n`,
+    'Map keys must be unique at line 10, column 21:',
+  ],
+  ['quoted and plain', `${HEAD}"team": other\n`, 'Map keys must be unique at line 8, column 1:'],
+  [
+    'behind an anchor and a tag',
+    `${HEAD}queue:\n  k: 1\n  &a !!str k: 2\n`,
+    'Map keys must be unique at line 10, column 12:',
+  ],
+  ['as an explicit key', `${HEAD}? name\n: again\n`, 'Map keys must be unique at line 8, column 3:'],
+  [
+    'in JSON',
+    '{"name":"j","team":"ml","tasks":[{"image":"x","demand":[0,1,1],"env":{"A":"1","A":"2"}}]}',
+    'Map keys must be unique at line 1, column 79:',
+  ],
+];
+
+function problemsOf(text: string): readonly string[] {
+  try {
+    parseJobSpec(text, 'spec.yaml', catalog);
+  } catch (e) {
+    expect(e).toBeInstanceOf(ValidationError);
+    return (e as ValidationError).problems;
+  }
+  throw new Error('expected the spec to be refused');
+}
+
+describe('a repeated key', () => {
+  it.each(REPEATS)('%s is refused naming its line and column', (_label, text, first) => {
+    expect(problemsOf(text)).toEqual([`not valid YAML/JSON: ${first}`]);
+  });
+
+  it.each(REPEATS)('%s reads exactly as the yaml parser reports it', (_label, text) => {
+    const own = parseDocument(text, { uniqueKeys: true }).errors;
+    const linear = parseDocumentUniqueKeys(text).errors;
+    expect(own).toHaveLength(1);
+    expect(linear.map((e) => [e.code, e.pos, e.linePos, e.message])).toEqual(
+      own.map((e) => [e.code, e.pos, e.linePos, e.message]),
+    );
+  });
+
+  it('is reported each time, in the order of the text, beside other syntax errors', () => {
+    const text = `${HEAD}queue:\n  a: 1\n  a: 2\n  b: [1\nx: 1\nx: 2\n`;
+    const own = parseDocument(text, { uniqueKeys: true }).errors.map((e) => e.message);
+    const linear = parseDocumentUniqueKeys(text).errors.map((e) => e.message);
+    expect(linear).toEqual(own);
+    expect(linear.filter((m) => m.startsWith('Map keys must be unique'))).toHaveLength(2);
+    // Equal keys in different maps, and keys that differ only in type (1 and "1"), are no repeat.
+    expect(
+      parseDocumentUniqueKeys(`${HEAD}queue:\n  a: {k: 1}\n  b: {k: 1}\n  1: x\n  "1": y\n`).errors,
+    ).toEqual([]);
+  });
+});
+
+describe('a spec of many keys', () => {
+  let server: ApiServer;
+  beforeAll(async () => {
+    server = await startApiServer(rig().controller, { listen: '127.0.0.1:0', adminToken: ADMIN, catalog });
+  });
+  afterAll(() => server.close());
+
+  /** A dry run of `text`: its status and how long the controller took to answer. */
+  async function dryRun(text: string, type: string): Promise<{ status: number; ms: number; body: unknown }> {
+    const start = performance.now();
+    const response = await fetch(`${server.url}/v1/jobs?dryRun=true`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': type },
+      body: text,
+    });
+    const body = (await response.json()) as unknown;
+    return { status: response.status, ms: performance.now() - start, body };
+  }
+
+  it('is answered as YAML about as soon as the same spec as JSON, accepted or refused', async () => {
+    const KEYS = 20_000;
+    const keys = Array.from({ length: KEYS }, (_, i) => `k${i}`);
+    const json = JSON.stringify({
+      name: 'wide',
+      team: 'ml',
+      tasks: [{ name: 'main', image: 'python:3.12-slim', demand: { any: [0, 1, 1] } }],
+      queue: Object.fromEntries(keys.map((k) => [k, 1])),
+    });
+    const yaml = `${HEAD.replace('twice', 'wide')}queue:\n${keys.map((k) => `  ${k}: 1\n`).join('')}`;
+    expect(Buffer.byteLength(yaml)).toBeGreaterThan(200 * 1024);
+    // A first request warms the server up, so the JSON timing is the reading of the spec.
+    expect((await dryRun(HEAD, 'application/yaml')).status).toBe(200);
+    const asJson = await dryRun(json, 'application/json');
+    expect(asJson.status, JSON.stringify(asJson.body)).toBe(200);
+    const asYaml = await dryRun(yaml, 'application/yaml');
+    expect(asYaml.status, JSON.stringify(asYaml.body)).toBe(200);
+    expect(asYaml.ms).toBeLessThan(20 * asJson.ms + 1000);
+    // The last key repeated: the whole map is still read once, and the repeat named by its line.
+    const repeated = await dryRun(`${yaml}  k0: 2\n`, 'application/yaml');
+    expect(repeated.status).toBe(400);
+    expect(repeated.body).toMatchObject({
+      details: [`not valid YAML/JSON: Map keys must be unique at line ${KEYS + 9}, column 3:`],
+    });
+    expect(repeated.ms).toBeLessThan(20 * asJson.ms + 1000);
+  });
+});
