@@ -52,10 +52,13 @@ function applyLocalDefaults(merged: Json): void {
       ? Math.max(d.workerHeartbeatTimeoutSeconds, LOCAL_HEARTBEATS_PER_TIMEOUT * interval)
       : d.workerHeartbeatTimeoutSeconds;
   merged.priceRefreshHours ??= d.priceRefreshHours;
-  const registration = (merged.workerRegistration ??= {}) as Json;
-  registration.timeoutSeconds ??= d.registrationTimeoutSeconds;
-  registration.backoffBaseSeconds ??= d.registrationBackoffBaseSeconds;
-  registration.backoffMaxSeconds ??= d.registrationBackoffMaxSeconds;
+  const registration = (merged.workerRegistration ??= {}) as unknown;
+  // Anything but a mapping is left as written, for validation to name it (its line, what is expected).
+  if (typeof registration !== 'object' || registration === null || Array.isArray(registration)) return;
+  const fields = registration as Json;
+  fields.timeoutSeconds ??= d.registrationTimeoutSeconds;
+  fields.backoffBaseSeconds ??= d.registrationBackoffBaseSeconds;
+  fields.backoffMaxSeconds ??= d.registrationBackoffMaxSeconds;
 }
 
 interface FileSource {
@@ -139,6 +142,20 @@ function unknownKeyProblems(
         path: [key],
         message: `a field of the ${sections.join(' or ')} section: put it under ${sections.map((s) => `${s}:`).join(' or ')}`,
       };
+    // A dotted key is one key, whose path would print as the nested field it spells: said so, with how to nest it.
+    const parts = key.split('.');
+    if (parts.length > 1 && parts.every((p) => p !== '')) {
+      const last = parts[parts.length - 1] as string;
+      const nests = fieldsAt(controllerConfigSchema, [...path, ...parts.slice(0, -1)]).includes(last);
+      return {
+        path: [...path, key],
+        message:
+          `the key ${JSON.stringify(key)} is one key, a dot does not nest it` +
+          (nests
+            ? `: write ${parts.slice(0, -1).join(': { ')}: { ${last}: … }${' }'.repeat(parts.length - 2)}`
+            : ' (unknown field)'),
+      };
+    }
     const hint = nearestKey(key, known);
     return {
       path: [...path, key],

@@ -15,6 +15,9 @@ import {
 /** What the yaml parser calls a repeated key; kept so problems read the same as the parser's own. */
 const DUPLICATE_KEY_MESSAGE = 'Map keys must be unique';
 
+/** Repeated keys told one by one; past them, one error counts the rest. */
+const MAX_REPEATED_KEY_ERRORS = 20;
+
 /** Widest source line quoted under a problem (as the yaml parser quotes it). */
 const QUOTED_LINE_CHARS = 80;
 
@@ -34,7 +37,19 @@ export function parseDocumentUniqueKeys(text: string, options: UniqueKeysParseOp
   const doc = parseDocument(text, { ...options, lineCounter, uniqueKeys: false });
   const repeated = repeatedKeyOffsets(doc);
   if (repeated.length > 0) {
-    const errors = repeated.map((offset) => duplicateKeyError(text, lineCounter, offset, options));
+    // Each error quotes its source line: thousands of repeats on one long line (a flow map) would copy it as often.
+    const shown = repeated.slice(0, MAX_REPEATED_KEY_ERRORS);
+    const errors = shown.map((offset) => duplicateKeyError(text, lineCounter, offset, options));
+    const more = repeated.length - shown.length;
+    const next = repeated[shown.length];
+    if (next !== undefined)
+      errors.push(
+        new YAMLParseError(
+          [next, next + 1],
+          'DUPLICATE_KEY',
+          `${DUPLICATE_KEY_MESSAGE}: ${more} more repeated key${more === 1 ? '' : 's'} from line ${lineCounter.linePos(next).line}`,
+        ),
+      );
     doc.errors = [...doc.errors, ...errors].sort((a, b) => a.pos[0] - b.pos[0]);
   }
   return doc;

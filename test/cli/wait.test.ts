@@ -115,6 +115,17 @@ it('gives up at --timeout, naming the jobs not ended', async () => {
   expect(result.stderr).toContain(`timed out after 1s: 1 of 1 not ended (${c})`);
 });
 
+it('takes a --timeout of weeks, beyond what a timer holds, and still reads the jobs', async () => {
+  const id = service.submit(spec('long-timeout'), 'vision').id;
+  end(id, 'succeeded');
+  for (const timeout of ['30d', '60d']) {
+    const result = await cli(['wait', id, '--timeout', timeout]);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe(`${id} (long-timeout): succeeded\n`);
+  }
+});
+
 it('keeps --timeout when the controller stops answering: a poll ends at the deadline, not at its own timeout', async () => {
   const id = service.submit(spec('hung'), 'vision').id;
   const document = await (

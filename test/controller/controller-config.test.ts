@@ -318,6 +318,34 @@ describe('controller configuration', () => {
     expect(problemsIn('odd-key.yaml', ['cluster: c', 'stateDir: s', '"caps: x": 1'])).toEqual([
       expect.stringMatching(/^\["caps: x"\] \(line 3\): unknown field/),
     ]);
+    // A dotted key is one key: it is said so, and how to nest it, rather than passing for the field it spells.
+    expect(
+      problemsIn('dotted.yaml', [
+        'cluster: c',
+        'stateDir: s',
+        'caps.maxInstances: 3',
+        'ec2.worker.nodeVersion: "20"',
+      ]),
+    ).toEqual([
+      'caps.maxInstances (line 3): the key "caps.maxInstances" is one key, a dot does not nest it: write caps: { maxInstances: … }',
+      'ec2.worker.nodeVersion (line 4): the key "ec2.worker.nodeVersion" is one key, a dot does not nest it: write ec2: { worker: { nodeVersion: … } }',
+    ]);
+  });
+
+  it('names a local-mode workerRegistration that is no section, instead of failing on it', () => {
+    const problems = problemsOf(() =>
+      loadControllerConfig({
+        flags: {
+          config: file(
+            'registration-scalar.yaml',
+            ['provider: local', 'workerRegistration: fast'].join('\n'),
+          ),
+        },
+        env: {},
+        defaultRegion: 'us-east-1',
+      }),
+    ).problems;
+    expect(problems).toEqual([expect.stringMatching(/^workerRegistration \(line 2\): /)]);
   });
 
   it('says that a policy name given as the scheduler section goes under scheduler.name', () => {

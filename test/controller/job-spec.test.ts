@@ -330,12 +330,12 @@ describe('parseJobSpec: rejected specs name the field and the reason', () => {
     [
       'an empty program',
       MINIMAL.replace('[python, -c, "print(1)"]', '["", -c, "print(1)"]'),
-      /^tasks\.0\.command\.0: the program to run \(the first item\) is empty \(line 6\)$/,
+      /^tasks\.0\.command\.0: the program to run \(the first item\) is empty or blank \(line 6\)$/,
     ],
     [
       'an image that is no image reference',
       MINIMAL.replace('python:3.12-slim', '"../../etc;rm"'),
-      /^tasks\.0\.image: not an image reference: \[registry\[:port\]\/\]name\[:tag\]\[@sha256:digest\]/,
+      /^tasks\.0\.image: not an image reference: \[registry\[:port\]\/\]name\[:tag\]\[@algorithm:digest\]/,
     ],
     [
       'an image name in capitals',
@@ -1229,6 +1229,7 @@ describe('an image or a program no worker could start', () => {
     'localhost:5000/team/a__b.c--d:v_1.0-rc',
     'Registry.Example.com/x/y@sha256:' + 'a1'.repeat(32),
     'x:1@sha256:' + 'f0'.repeat(32),
+    'busybox@sha512:' + 'ab'.repeat(64),
     '[::1]:5000/x',
   ])('accepts %s, as Docker reads it', (image) => {
     const spec = parseJobSpec(MINIMAL.replace('python:3.12-slim', `"${image}"`), 's.yaml', catalog);
@@ -1251,7 +1252,10 @@ describe('an image or a program no worker could start', () => {
       tasks: [{ image: 'x', demand: [0, 1, 1], command }],
     });
     expect(() => validateJobSpec(body(['']), 'api', catalog)).toThrow(
-      'tasks.0.command.0: the program to run (the first item) is empty',
+      'tasks.0.command.0: the program to run (the first item) is empty or blank',
+    );
+    expect(() => validateJobSpec(body(['  ']), 'api', catalog)).toThrow(
+      'tasks.0.command.0: the program to run (the first item) is empty or blank',
     );
     expect(validateJobSpec(body(['echo', '']), 'api', catalog).tasks[0]?.command).toEqual(['echo', '']);
   });

@@ -46,6 +46,9 @@ const optionsSchema = z.object({
  */
 const LAST_POLL_GRACE_MS = 1000;
 
+/** The longest delay a Node timer keeps (2^31 − 1 ms); a longer one fires at once (AbortSignal.timeout included). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /**
  * The fields a job's document has beyond its summary: dropped, so `--json` prints each job in one shape whether it was
  * read by its id or, with --array, from the listing: the job's summary, as the API lists jobs.
@@ -88,12 +91,13 @@ export function registerWait(program: Command): void {
     const deadline = timeout === undefined ? undefined : Date.now() + timeout * 1000;
     // Every request ends by the deadline (and the grace of the poll on it), so a controller that stops answering
     // cannot hold the command past --timeout for a request's own timeout, or one per batch of jobs read.
+    // A deadline beyond a timer's reach (about 24.8 days) needs no bound: each request's own timeout is far shorter,
+    // and the poll loop keeps the deadline.
+    const boundMs = deadline === undefined ? undefined : deadline - Date.now() + LAST_POLL_GRACE_MS;
     const client =
-      deadline === undefined
+      boundMs === undefined || boundMs > MAX_TIMER_MS
         ? FleetwiseClient.fromOptions(options)
-        : FleetwiseClient.fromOptions(options).boundedBy(
-            AbortSignal.timeout(deadline - Date.now() + LAST_POLL_GRACE_MS),
-          );
+        : FleetwiseClient.fromOptions(options).boundedBy(AbortSignal.timeout(boundMs));
     const pastDeadline = (): boolean => deadline !== undefined && Date.now() >= deadline;
     const ended = new Map<string, JobSummaryResponse>();
     let waitFor: readonly string[] = [...new Set(ids)];

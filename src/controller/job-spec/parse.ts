@@ -277,8 +277,13 @@ function unrunnableProblems(raw: RawJobSpec): Problem[] {
     ...(t.image === undefined || IMAGE_REFERENCE_PATTERN.test(t.image)
       ? []
       : [{ path: ['tasks', i, 'image'], message: IMAGE_REFERENCE_RULE }]),
-    ...(t.command?.[0] === ''
-      ? [{ path: ['tasks', i, 'command', 0], message: 'the program to run (the first item) is empty' }]
+    ...(t.command?.[0]?.trim() === ''
+      ? [
+          {
+            path: ['tasks', i, 'command', 0],
+            message: 'the program to run (the first item) is empty or blank',
+          },
+        ]
       : []),
   ]);
 }

@@ -38,18 +38,20 @@ const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
  *                joined by ".") or "[" IPv6 "]"
  *   path-component := [a-z0-9]+ (separator [a-z0-9]+)*, separator := [_.] | __ | -+
  *   tag       := [\w][\w.-]{0,127}
- * with a digest as registries give one, sha256:<64 hex digits>. A new submission naming anything else (`../../etc;rm`,
- * `Ubuntu`, `a:`) is refused (parse.ts) rather than failing the worker's docker pull after an instance was bought.
+ *   digest    := algorithm ":" hex, algorithm [A-Za-z][A-Za-z0-9]* joined by [-_+.], at least 32 lowercase hex
+ *                digits (sha256:<64 hex> as registries give one; OCI allows sha384 and sha512 too)
+ * A new submission naming anything else (`../../etc;rm`, `Ubuntu`, `a:`) is refused (parse.ts) rather than failing the worker's docker pull after an instance was bought.
  */
 export const IMAGE_REFERENCE_PATTERN = (() => {
   const pathComponent = '[a-z0-9]+(?:(?:[_.]|__|-+)[a-z0-9]+)*';
   const domainComponent = '(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])';
   const domain = `(?:${domainComponent}(?:\\.${domainComponent})*|\\[[a-fA-F0-9:]+\\])(?::[0-9]+)?`;
   const name = `(?:${domain}/)?${pathComponent}(?:/${pathComponent})*`;
-  return new RegExp(`^${name}(?::[\\w][\\w.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$`);
+  const digest = '[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-f]{32,}';
+  return new RegExp(`^${name}(?::[\\w][\\w.-]{0,127})?(?:@${digest})?$`);
 })();
 export const IMAGE_REFERENCE_RULE =
-  'not an image reference: [registry[:port]/]name[:tag][@sha256:digest], the name in lowercase letters, digits ' +
+  'not an image reference: [registry[:port]/]name[:tag][@algorithm:digest], the name in lowercase letters, digits ' +
   "and '.', '_', '-', '/' separators, e.g. pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime";
 const FAMILY_PATTERN = /^[a-z][a-z0-9-]*$/;
 const VECTOR_RULE = 'expected [gpus, vcpus, memoryGiB] with 3 non-negative numbers';
