@@ -38,17 +38,24 @@ export function jsonEnvNumbersAsWritten(text: string, value: unknown, source: st
     return value;
   // The body parser has refused repeated keys already, so the yaml parser's own (slow) check is not wanted.
   const doc = parseDocument(text, { uniqueKeys: false });
-  const readable = doc.errors.length === 0;
+  // The value as a YAML spec reads it (keepEnvValuesAsWritten), where the text written is; none when unreadable.
+  let asWritten: unknown;
+  if (doc.errors.length === 0) {
+    keepEnvValuesAsWritten(doc);
+    asWritten = doc.toJS();
+  }
+  const writtenTasks = isRecord(asWritten) && Array.isArray(asWritten['tasks']) ? asWritten['tasks'] : [];
   const problems: string[] = [];
   const written = tasks.map((task: unknown, i) => {
     const names = numberNames(task);
     if (names.length === 0 || !isRecord(task)) return task;
     const env = task['env'] as Record<string, unknown>;
-    const texts = readable ? writtenNumbers(doc.getIn(['tasks', i, 'env'], true)) : new Map<string, string>();
+    const writtenTask: unknown = writtenTasks[i];
+    const writtenEnv = isRecord(writtenTask) && isRecord(writtenTask['env']) ? writtenTask['env'] : {};
     const kept: Record<string, unknown> = { ...env };
     for (const name of names) {
-      const numberText = texts.get(name);
-      if (numberText === undefined)
+      const numberText = writtenEnv[name];
+      if (typeof numberText !== 'string')
         problems.push(
           `${formatPath(['tasks', i, 'env', name])}: write this value in quotes, as a string: an environment ` +
             `value is text, and as a JSON number it reads as ${String(env[name])}, which may not be what was written`,
@@ -65,16 +72,6 @@ export function jsonEnvNumbersAsWritten(text: string, value: unknown, source: st
 function numberNames(task: unknown): string[] {
   const env = isRecord(task) ? task['env'] : undefined;
   return isRecord(env) ? Object.keys(env).filter((name) => typeof env[name] === 'number') : [];
-}
-
-/** The source text of each number of an env map node, by variable name. */
-function writtenNumbers(env: unknown): Map<string, string> {
-  const texts = new Map<string, string>();
-  if (!isMap(env)) return texts;
-  for (const { key, value } of env.items)
-    if (isScalar(key) && isScalar(value) && typeof value.value === 'number' && value.source !== undefined)
-      texts.set(String(key.value), value.source);
-  return texts;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
