@@ -1,8 +1,5 @@
 import { createHash } from 'node:crypto';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ValidationError } from '../core/validation.js';
-import type { Command } from 'commander';
 import { z } from 'zod';
 import { describeIssues } from '../core/validation.js';
 import { writtenArraySize } from '../controller/job-spec/array.js';
@@ -15,7 +12,6 @@ import {
   costsSchema,
   createdTokenSchema,
   dryRunSchema,
-  errorSchema,
   healthFeaturesSchema,
   instanceSchema,
   jobDocumentSchema,
@@ -38,21 +34,13 @@ import {
   type WhyResponse,
 } from './api-responses.js';
 import { sendUntilAnswered } from './keyed-resend.js';
-import {
-  ADMIN_TOKEN_FILE,
-  API_URL_FILE,
-  findLocalController,
-  LOCAL_DEFAULT_LISTEN,
-  LOCAL_STATE_DIR,
-} from './local-state.js';
+import { normalizeServer, resolveConnection, type ConnectionOptions } from './client-connection.js';
+import { ApiError, apiErrorOf, ConnectionError, networkReason, safeJson } from './client-errors.js';
 
 /**
  * The HTTP client the `fleetwise` commands use to talk to a controller's API (src/controller/api). Every response is
  * checked against its shape in api-responses.ts.
  */
-
-export const SERVER_ENV = 'FLEETWISE_SERVER';
-export const TOKEN_ENV = 'FLEETWISE_TOKEN';
 
 const DEFAULT_TIMEOUT_MS = 30_000;
 /** A whole log streams for as long as it takes to read, up to this. */
@@ -79,41 +67,6 @@ export function submissionTimeoutMs(spec: unknown): number {
   return size === undefined || !(size > 1)
     ? DEFAULT_TIMEOUT_MS
     : DEFAULT_TIMEOUT_MS + Math.min(size, JOB_SPEC_LIMITS.maxArraySize) * ARRAY_SUBMISSION_MS_PER_JOB;
-}
-
-/** An error response from the controller: status, its one-line reason and per-field details. */
-export class ApiError extends Error {
-  override name = 'ApiError';
-  constructor(
-    readonly status: number,
-    readonly reason: string,
-    readonly details: readonly string[],
-    request: string,
-    /** How long the controller asked to wait before asking again (its Retry-After), when it said. */
-    readonly retryAfterMs?: number,
-    /** What the client adds to the controller's reason (what may be wrong on this side). */
-    hint = '',
-  ) {
-    super(
-      `${request}: the controller answered ${status}: ${reason}${hint}${details.map((d) => `\n  - ${d}`).join('')}`,
-    );
-  }
-}
-
-/** No answer from the controller: not reached, the connection dropped, or no answer in time. */
-export class ConnectionError extends Error {
-  override name = 'ConnectionError';
-}
-
-/**
- * A failure a later try may not meet: the controller unreachable (restarting, a network blip) or a proxy in front of
- * it answering that it is (502–504). Commands that poll (`wait`, `logs --follow`, `jobs --watch`) go on through them.
- */
-export function isTransientFailure(error: unknown): boolean {
-  return (
-    error instanceof ConnectionError ||
-    (error instanceof ApiError && (error.status === 502 || error.status === 503 || error.status === 504))
-  );
 }
 
 /**
@@ -146,46 +99,6 @@ export interface JobListFilter {
   readonly after?: string;
 }
 
-// ---- connection ---------------------------------------------------------------------------------------------------
-
-export interface ConnectionOptions {
-  readonly server?: string | undefined;
-  readonly token?: string | undefined;
-}
-
-/** `--server` and `--token` on a command (falling back to FLEETWISE_SERVER and FLEETWISE_TOKEN). */
-export function addConnectionOptions(command: Command): Command {
-  return command
-    .option(
-      '--server <url>',
-      `controller API address, e.g. http://${LOCAL_DEFAULT_LISTEN} (default: $${SERVER_ENV}, else the local controller's ${LOCAL_STATE_DIR}/${API_URL_FILE})`,
-    )
-    .option(
-      '--token <token>',
-      `API token of your team, or the admin token (default: $${TOKEN_ENV}, else the local controller's admin token); ` +
-        `sent only to a server given by --server or $${SERVER_ENV}`,
-    );
-}
-
-/** `10.0.0.5:7070` → `http://10.0.0.5:7070`; a trailing slash is dropped. */
-export function normalizeServer(server: string): string {
-  const trimmed = server.trim().replace(/\/+$/, '');
-  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(trimmed) ? trimmed : `http://${trimmed}`;
-  let url: URL;
-  try {
-    url = new URL(withScheme);
-  } catch {
-    throw new ValidationError('--server', [
-      `${JSON.stringify(server)}: expected a URL like http://${LOCAL_DEFAULT_LISTEN}`,
-    ]);
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:')
-    throw new ValidationError('--server', [
-      `${JSON.stringify(server)}: only http:// and https:// are supported`,
-    ]);
-  return withScheme;
-}
-
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
 
 export class FleetwiseClient {
@@ -213,72 +126,14 @@ export class FleetwiseClient {
     this.server = normalizeServer(server);
   }
 
-  /**
-   * From command options, then the environment, then the local controller's state directory (`.fleetwise/` here or
-   * in a parent directory: the quick start needs no exported variable). A token goes only to a server named the same
-   * way: one given by flag or environment is never sent to the address a found `api-url` names (a cloned repository
-   * or another user's `/tmp/.fleetwise` could name any), and the local admin token only to the local controller's
-   * address. Throws saying what is missing.
-   */
+  /** From command options, then the environment, then the local controller's state directory (resolveConnection). */
   static fromOptions(
     options: ConnectionOptions,
     env: NodeJS.ProcessEnv = process.env,
     cwd: string = process.cwd(),
   ): FleetwiseClient {
-    const given = (value: string | undefined): string | undefined =>
-      value === undefined || value.trim() === '' ? undefined : value.trim();
-    const server = given(options.server) ?? given(env[SERVER_ENV]);
-    const token = given(options.token) ?? given(env[TOKEN_ENV]);
-    const tokenSource = given(options.token) === undefined ? TOKEN_ENV : '--token';
-    if (token !== undefined) requireSendableToken(token, tokenSource);
-    if (server !== undefined && token !== undefined) return new FleetwiseClient(server, token);
-    if (token !== undefined)
-      throw new ValidationError(tokenSource, [
-        `a token is given but no controller address: pass --server URL or set ${SERVER_ENV} ` +
-          `(a token given so is sent only to a server given so, never to a local controller found in ` +
-          `${LOCAL_STATE_DIR}/; to use that controller with its admin token, give no token)`,
-      ]);
-    const ignored: string[] = [];
-    const local = findLocalController(cwd, undefined, ignored);
-    const localToken = (token: string, stateDir: string): string => {
-      requireSendableToken(token, join(stateDir, ADMIN_TOKEN_FILE));
-      return token;
-    };
-    if (server !== undefined) {
-      if (local?.token !== undefined && sameAddress(server, local.server))
-        return new FleetwiseClient(
-          server,
-          localToken(local.token, local.stateDir),
-          undefined,
-          undefined,
-          join(local.stateDir, ADMIN_TOKEN_FILE),
-        );
-      throw new Error(
-        local === undefined
-          ? `no API token: pass --token TOKEN or set ${TOKEN_ENV}`
-          : `no API token: pass --token TOKEN or set ${TOKEN_ENV} (${local.stateDir} has no admin token for ${server})`,
-      );
-    }
-    if (local === undefined)
-      throw new Error(
-        `no controller address: pass --server URL or set ${SERVER_ENV} (e.g. http://${LOCAL_DEFAULT_LISTEN}); ` +
-          (ignored.length === 0
-            ? `no local controller state (${LOCAL_STATE_DIR}/) here or in a parent directory`
-            : `the local controller state found was not used, as another user could have written it: ` +
-              `${ignored.join('; ')}; make it yours and writable by you alone (chmod 700) or pass --server`),
-      );
-    if (local.token === undefined)
-      throw new Error(
-        `no API token: ${local.stateDir} has no admin token for ${local.server}; pass --server URL and --token ` +
-          `TOKEN, or set ${SERVER_ENV} and ${TOKEN_ENV}`,
-      );
-    return new FleetwiseClient(
-      local.server,
-      localToken(local.token, local.stateDir),
-      undefined,
-      `the local controller of ${local.stateDir}`,
-      join(local.stateDir, ADMIN_TOKEN_FILE),
-    );
+    const found = resolveConnection(options, env, cwd);
+    return new FleetwiseClient(found.server, found.token, undefined, found.origin, found.tokenFile);
   }
 
   /**
@@ -680,66 +535,7 @@ export class FleetwiseClient {
   }
 }
 
-/** The controller's refusal as an ApiError: its JSON error and details, else the start of its text; then `hint`. */
-function apiErrorOf(response: Response, text: string, what: string, hint = ''): ApiError {
-  const parsed = errorSchema.safeParse(safeJson(text));
-  const reason = parsed.success ? parsed.data.error : text.trim().slice(0, 500) || response.statusText;
-  return new ApiError(
-    response.status,
-    reason,
-    parsed.success ? (parsed.data.details ?? []) : [],
-    what,
-    retryAfterMsOf(response.headers.get('retry-after')),
-    hint,
-  );
-}
-
-/** A Retry-After header's wait: whole seconds, or an HTTP date (RFC 9110 §10.2.3); undefined when absent or unreadable. */
-function retryAfterMsOf(header: string | null): number | undefined {
-  if (header === null) return undefined;
-  const text = header.trim();
-  if (/^\d+$/.test(text)) return Number(text) * 1000;
-  const at = Date.parse(text);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
-}
-
-/**
- * Refuse a token no Authorization header can carry, or the controller take (whitespace, a line break, a control
- * character, one beyond Latin-1: a pasting mistake), naming where it came from and never the token itself; sent, it
- * would fail as a connection error that quotes the header.
- */
-const UNSENDABLE_IN_TOKEN = /[\s\u0000-\u001f\u007f-\u009f]|[^\u0000-\u00ff]/;
-
-function requireSendableToken(token: string, source: string): void {
-  if (UNSENDABLE_IN_TOKEN.test(token))
-    throw new ValidationError(source, [
-      'the token holds whitespace, a line break or another character a token cannot have: give the token alone, on one line',
-    ]);
-}
-
-function sameAddress(a: string, b: string): boolean {
-  try {
-    return new URL(normalizeServer(a)).origin === new URL(normalizeServer(b)).origin;
-  } catch {
-    return false;
-  }
-}
-
 function withQuery(path: string, query: URLSearchParams): string {
   const text = query.toString();
   return text === '' ? path : `${path}?${text}`;
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return undefined;
-  }
-}
-
-function networkReason(error: unknown): string {
-  const e = error as { name?: string; message?: string; cause?: { code?: string; message?: string } };
-  if (e.name === 'TimeoutError') return 'timed out';
-  return e.cause?.code ?? e.cause?.message ?? e.message ?? String(error);
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { CommanderError } from 'commander';
 import { ValidationError } from '../core/validation.js';
-import { ApiError } from './client.js';
+import { ApiError } from './client-errors.js';
 import { buildProgram, namedSubcommand, wantsJsonErrors, writeJsonError } from './program.js';
 import { terminalSafe } from './terminal-text.js';
 

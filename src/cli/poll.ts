@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { isTransientFailure } from './client.js';
+import { isTransientFailure } from './client-errors.js';
 import { terminalSafe } from './terminal-text.js';
 
 /** `--interval <seconds>` of the commands that poll the controller (logs --follow, jobs --watch). */

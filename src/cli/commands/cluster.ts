@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
+import { FleetwiseClient } from '../client.js';
+import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
 import { formatDollars, formatTable, printJson } from '../table.js';
 import { terminalSafeDeep } from '../terminal-text.js';
 

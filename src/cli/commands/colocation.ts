@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { ValidationError } from '../../core/validation.js';
 import type { SerializedColocationTable } from '../../scheduler/colocation-table.js';
-import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
+import { FleetwiseClient } from '../client.js';
+import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
 import { formatTable, printJson } from '../table.js';
 import { checkOutputFile } from '../output-target.js';
 import { writeColocationTableFile } from './colocation-table-file.js';

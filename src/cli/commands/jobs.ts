@@ -3,12 +3,8 @@ import { ValidationError } from '../../core/validation.js';
 import { z } from 'zod';
 import { parseWith } from '../../core/validation.js';
 import { isFinalJobState } from '../../controller/state/lifecycle.js';
-import {
-  addConnectionOptions,
-  FleetwiseClient,
-  type ConnectionOptions,
-  type JobListFilter,
-} from '../client.js';
+import { FleetwiseClient, type JobListFilter } from '../client.js';
+import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
 import type { JobSummaryResponse } from '../api-responses.js';
 import { pollIntervalOption, sleep } from '../poll.js';
 import { formatDollars, formatIdList, formatProgress, formatTable, formatTime, printJson } from '../table.js';

@@ -11,7 +11,8 @@ import {
 import type { ObjectInfo, ObjectStore } from '../../storage/object-store.js';
 import type { StoreLocation } from '../../storage/open-object-store.js';
 import { utcMonthBounds } from '../../core/utc-month.js';
-import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
+import { FleetwiseClient } from '../client.js';
+import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
 import { costsSchema, type CostsResponse } from '../api-responses.js';
 import { formatDollars, formatTable, formatTime, printJson } from '../table.js';
 import { terminalSafeDeep } from '../terminal-text.js';

@@ -2,12 +2,8 @@ import type { Command } from 'commander';
 import { isFinalJobState } from '../../controller/state/lifecycle.js';
 import { ValidationError } from '../../core/validation.js';
 import { arrayMembers } from '../array-members.js';
-import {
-  addConnectionOptions,
-  FleetwiseClient,
-  type ConnectionOptions,
-  type SubmittedJob,
-} from '../client.js';
+import { FleetwiseClient, type SubmittedJob } from '../client.js';
+import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
 import type { JobDocumentResponse } from '../api-responses.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { readJobs } from '../job-reads.js';

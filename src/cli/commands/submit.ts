@@ -10,14 +10,9 @@ import { writtenArraySize } from '../../controller/job-spec/array.js';
 import { IDEMPOTENCY_KEY_PATTERN, IDEMPOTENCY_KEY_RULE } from '../../controller/submission-keys.js';
 import { queueFieldsOf, warningsOf } from './job.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
-import {
-  addConnectionOptions,
-  ApiError,
-  ConnectionError,
-  FleetwiseClient,
-  type ConnectionOptions,
-  type SubmittedJob,
-} from '../client.js';
+import { FleetwiseClient, type SubmittedJob } from '../client.js';
+import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
+import { ApiError, ConnectionError } from '../client-errors.js';
 import type { DryRunResponse, JobSummaryResponse } from '../api-responses.js';
 import { RESUBMISSION_KEY_PREFIX } from '../resubmission.js';
 import { requireJobIds } from '../job-id-arguments.js';

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
+import { FleetwiseClient } from '../client.js';
+import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
 import { formatTable, formatTime, printJson } from '../table.js';
 import { terminalSafe, terminalSafeDeep } from '../terminal-text.js';
 

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { ValidationError } from '../../core/validation.js';
 import { z } from 'zod';
-import { addConnectionOptions, FleetwiseClient, type ConnectionOptions } from '../client.js';
+import { FleetwiseClient } from '../client.js';
+import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
 import type { WhyResponse } from '../api-responses.js';
 import { formatTable, formatTime, printJson } from '../table.js';
 import { formatDuration } from '../work-estimate.js';

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { WORKER_MAIN as WORKER_MAIN_PATH } from '../../../cloud/local/worker-spawner.js';
 import type { StateStore } from '../../../controller/state-store.js';
-import { SERVER_ENV, TOKEN_ENV } from '../../client.js';
+import { SERVER_ENV, TOKEN_ENV } from '../../client-connection.js';
 
 /** `--submit`: the quick start's job specs, submitted once the API answers. */
 

@@ -1,0 +1,150 @@
+import { join } from 'node:path';
+import type { Command } from 'commander';
+import { ValidationError } from '../core/validation.js';
+import {
+  ADMIN_TOKEN_FILE,
+  API_URL_FILE,
+  findLocalController,
+  LOCAL_DEFAULT_LISTEN,
+  LOCAL_STATE_DIR,
+} from './local-state.js';
+
+/** Which controller a command talks to and with which token: flags, then the environment, then the local state. */
+
+export const SERVER_ENV = 'FLEETWISE_SERVER';
+export const TOKEN_ENV = 'FLEETWISE_TOKEN';
+
+export interface ConnectionOptions {
+  readonly server?: string | undefined;
+  readonly token?: string | undefined;
+}
+
+/** `--server` and `--token` on a command (falling back to FLEETWISE_SERVER and FLEETWISE_TOKEN). */
+export function addConnectionOptions(command: Command): Command {
+  return command
+    .option(
+      '--server <url>',
+      `controller API address, e.g. http://${LOCAL_DEFAULT_LISTEN} (default: $${SERVER_ENV}, else the local controller's ${LOCAL_STATE_DIR}/${API_URL_FILE})`,
+    )
+    .option(
+      '--token <token>',
+      `API token of your team, or the admin token (default: $${TOKEN_ENV}, else the local controller's admin token); ` +
+        `sent only to a server given by --server or $${SERVER_ENV}`,
+    );
+}
+
+/** `10.0.0.5:7070` → `http://10.0.0.5:7070`; a trailing slash is dropped. */
+export function normalizeServer(server: string): string {
+  const trimmed = server.trim().replace(/\/+$/, '');
+  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(trimmed) ? trimmed : `http://${trimmed}`;
+  let url: URL;
+  try {
+    url = new URL(withScheme);
+  } catch {
+    throw new ValidationError('--server', [
+      `${JSON.stringify(server)}: expected a URL like http://${LOCAL_DEFAULT_LISTEN}`,
+    ]);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new ValidationError('--server', [
+      `${JSON.stringify(server)}: only http:// and https:// are supported`,
+    ]);
+  return withScheme;
+}
+
+/** A controller to talk to, the token for it, and where they were found (for hints when the controller refuses). */
+export interface ResolvedConnection {
+  readonly server: string;
+  readonly token: string;
+  /** Where the address came from when it was not given, for the hint when the controller does not answer. */
+  readonly origin?: string;
+  /** The local state's admin-token file the token was read from, for the hint when the controller refuses it. */
+  readonly tokenFile?: string;
+}
+
+/**
+ * From command options, then the environment, then the local controller's state directory (`.fleetwise/` here or
+ * in a parent directory: the quick start needs no exported variable). A token goes only to a server named the same
+ * way: one given by flag or environment is never sent to the address a found `api-url` names (a cloned repository
+ * or another user's `/tmp/.fleetwise` could name any), and the local admin token only to the local controller's
+ * address. Throws saying what is missing.
+ */
+export function resolveConnection(
+  options: ConnectionOptions,
+  env: NodeJS.ProcessEnv = process.env,
+  cwd: string = process.cwd(),
+): ResolvedConnection {
+  const given = (value: string | undefined): string | undefined =>
+    value === undefined || value.trim() === '' ? undefined : value.trim();
+  const server = given(options.server) ?? given(env[SERVER_ENV]);
+  const token = given(options.token) ?? given(env[TOKEN_ENV]);
+  const tokenSource = given(options.token) === undefined ? TOKEN_ENV : '--token';
+  if (token !== undefined) requireSendableToken(token, tokenSource);
+  if (server !== undefined && token !== undefined) return { server, token };
+  if (token !== undefined)
+    throw new ValidationError(tokenSource, [
+      `a token is given but no controller address: pass --server URL or set ${SERVER_ENV} ` +
+        `(a token given so is sent only to a server given so, never to a local controller found in ` +
+        `${LOCAL_STATE_DIR}/; to use that controller with its admin token, give no token)`,
+    ]);
+  const ignored: string[] = [];
+  const local = findLocalController(cwd, undefined, ignored);
+  const localToken = (token: string, stateDir: string): string => {
+    requireSendableToken(token, join(stateDir, ADMIN_TOKEN_FILE));
+    return token;
+  };
+  if (server !== undefined) {
+    if (local?.token !== undefined && sameAddress(server, local.server))
+      return {
+        server,
+        token: localToken(local.token, local.stateDir),
+        tokenFile: join(local.stateDir, ADMIN_TOKEN_FILE),
+      };
+    throw new Error(
+      local === undefined
+        ? `no API token: pass --token TOKEN or set ${TOKEN_ENV}`
+        : `no API token: pass --token TOKEN or set ${TOKEN_ENV} (${local.stateDir} has no admin token for ${server})`,
+    );
+  }
+  if (local === undefined)
+    throw new Error(
+      `no controller address: pass --server URL or set ${SERVER_ENV} (e.g. http://${LOCAL_DEFAULT_LISTEN}); ` +
+        (ignored.length === 0
+          ? `no local controller state (${LOCAL_STATE_DIR}/) here or in a parent directory`
+          : `the local controller state found was not used, as another user could have written it: ` +
+            `${ignored.join('; ')}; make it yours and writable by you alone (chmod 700) or pass --server`),
+    );
+  if (local.token === undefined)
+    throw new Error(
+      `no API token: ${local.stateDir} has no admin token for ${local.server}; pass --server URL and --token ` +
+        `TOKEN, or set ${SERVER_ENV} and ${TOKEN_ENV}`,
+    );
+  return {
+    server: local.server,
+    token: localToken(local.token, local.stateDir),
+    origin: `the local controller of ${local.stateDir}`,
+    tokenFile: join(local.stateDir, ADMIN_TOKEN_FILE),
+  };
+}
+
+/**
+ * Refuse a token no Authorization header can carry, or the controller take (whitespace, a line break, a control
+ * character, one beyond Latin-1: a pasting mistake), naming where it came from and never the token itself; sent, it
+ * would fail as a connection error that quotes the header.
+ */
+const UNSENDABLE_IN_TOKEN = /[\s\u0000-\u001f\u007f-\u009f]|[^\u0000-\u00ff]/;
+
+function requireSendableToken(token: string, source: string): void {
+  if (UNSENDABLE_IN_TOKEN.test(token))
+    throw new ValidationError(source, [
+      'the token holds whitespace, a line break or another character a token cannot have: give the token alone, on one line',
+    ]);
+}
+
+function sameAddress(a: string, b: string): boolean {
+  try {
+    return new URL(normalizeServer(a)).origin === new URL(normalizeServer(b)).origin;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,75 @@
+import { errorSchema } from './api-responses.js';
+
+/** The errors the API client (client.ts) throws, and how a failed answer or connection is told. */
+
+/** An error response from the controller: status, its one-line reason and per-field details. */
+export class ApiError extends Error {
+  override name = 'ApiError';
+  constructor(
+    readonly status: number,
+    readonly reason: string,
+    readonly details: readonly string[],
+    request: string,
+    /** How long the controller asked to wait before asking again (its Retry-After), when it said. */
+    readonly retryAfterMs?: number,
+    /** What the client adds to the controller's reason (what may be wrong on this side). */
+    hint = '',
+  ) {
+    super(
+      `${request}: the controller answered ${status}: ${reason}${hint}${details.map((d) => `\n  - ${d}`).join('')}`,
+    );
+  }
+}
+
+/** No answer from the controller: not reached, the connection dropped, or no answer in time. */
+export class ConnectionError extends Error {
+  override name = 'ConnectionError';
+}
+
+/**
+ * A failure a later try may not meet: the controller unreachable (restarting, a network blip) or a proxy in front of
+ * it answering that it is (502–504). Commands that poll (`wait`, `logs --follow`, `jobs --watch`) go on through them.
+ */
+export function isTransientFailure(error: unknown): boolean {
+  return (
+    error instanceof ConnectionError ||
+    (error instanceof ApiError && (error.status === 502 || error.status === 503 || error.status === 504))
+  );
+}
+
+/** The controller's refusal as an ApiError: its JSON error and details, else the start of its text; then `hint`. */
+export function apiErrorOf(response: Response, text: string, what: string, hint = ''): ApiError {
+  const parsed = errorSchema.safeParse(safeJson(text));
+  const reason = parsed.success ? parsed.data.error : text.trim().slice(0, 500) || response.statusText;
+  return new ApiError(
+    response.status,
+    reason,
+    parsed.success ? (parsed.data.details ?? []) : [],
+    what,
+    retryAfterMsOf(response.headers.get('retry-after')),
+    hint,
+  );
+}
+
+/** A Retry-After header's wait: whole seconds, or an HTTP date (RFC 9110 §10.2.3); undefined when absent or unreadable. */
+function retryAfterMsOf(header: string | null): number | undefined {
+  if (header === null) return undefined;
+  const text = header.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
+}
+
+export function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+export function networkReason(error: unknown): string {
+  const e = error as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (e.name === 'TimeoutError') return 'timed out';
+  return e.cause?.code ?? e.cause?.message ?? e.message ?? String(error);
+}
