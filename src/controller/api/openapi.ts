@@ -1,4 +1,5 @@
-import { RESPONSE_COMPONENTS } from './openapi-components.js';
+import { CLUSTER_RESPONSE_COMPONENTS } from './openapi-cluster-components.js';
+import { JOB_RESPONSE_COMPONENTS } from './openapi-job-components.js';
 import { PATHS } from './openapi-paths.js';
 import { COLOCATION_COMPONENTS, jobSpecComponents, WORKER_COMPONENTS } from './openapi-zod-components.js';
 
@@ -20,7 +21,8 @@ export const OPENAPI_DOCUMENT = {
   components: {
     securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
     schemas: {
-      ...RESPONSE_COMPONENTS,
+      ...JOB_RESPONSE_COMPONENTS,
+      ...CLUSTER_RESPONSE_COMPONENTS,
       ...jobSpecComponents(),
       ...WORKER_COMPONENTS,
       ...COLOCATION_COMPONENTS,
