@@ -10,3 +10,23 @@ export const error = (description: string): Schema => ({ description, content: j
 export const num = { type: 'number' } as const;
 export const int = { type: 'integer' } as const;
 export const str = { type: 'string' } as const;
+
+export const COMMON_ERRORS = {
+  '401': error('Missing, malformed or unknown bearer token'),
+};
+export const JOB_ERRORS = {
+  ...COMMON_ERRORS,
+  '404': error('No such job, or a job of another team (indistinguishable)'),
+};
+export const ADMIN_ERRORS = {
+  ...COMMON_ERRORS,
+  '403': error('A team token; this action needs the admin token'),
+};
+
+export const idParam = (description: string): Schema => ({
+  name: 'id',
+  in: 'path',
+  required: true,
+  description,
+  schema: { type: 'string' },
+});
