@@ -301,7 +301,11 @@ export function registerTune(program: Command): Command {
     ),
   )
     .option('--round-seconds <s>', 'scheduling period in seconds (default 300)')
-    .option('--scheduler <name>', `scheduler to simulate: one of ${SCHEDULER_NAMES.join(', ')}`, 'eva')
+    .option(
+      '--scheduler <name>',
+      `scheduler to simulate: one of ${SCHEDULER_NAMES.filter((n) => spotOnlySchedulers([n]).length === 0).join(', ')}`,
+      'eva',
+    )
     .option('--cap-dollars-per-hour <x>', 'cap: keep the fleet under $x/hour (at least one cap is required)')
     .option('--cap-instances <n>', 'cap: keep the fleet under n instances')
     .option(
