@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
+import { isMap, isNode, isScalar, isSeq, LineCounter, type Document } from 'yaml';
+import { parseDocumentUniqueKeys } from '../core/yaml-unique-keys.js';
 import { z } from 'zod';
 import { priceOverrideProblems, type Catalog } from '../core/catalog.js';
 import { nearestKey } from '../core/strict-object.js';
@@ -75,7 +76,7 @@ function readConfigFile(path: string): FileSource {
     throw new ValidationError(path, [`cannot read the configuration file: ${(e as Error).message}`]);
   }
   const lineCounter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter, uniqueKeys: true });
+  const doc = parseDocumentUniqueKeys(text, { lineCounter });
   if (doc.errors.length > 0)
     throw new ValidationError(
       path,

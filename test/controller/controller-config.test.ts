@@ -79,6 +79,15 @@ describe('controller configuration', () => {
     });
   });
 
+  it('refuses a key given twice, naming the line of the repeat', () => {
+    const path = file('twice.yaml', 'cluster: a\nroundSeconds: 60\nroundSeconds: 120\n');
+    const refused = problemsOf(() =>
+      loadControllerConfig({ flags: { config: path }, env: {}, defaultRegion: 'us-east-1' }),
+    );
+    expect(refused.source).toBe(path);
+    expect(refused.problems).toEqual(['not valid YAML: Map keys must be unique at line 3, column 1:']);
+  });
+
   it('takes the backup period and how many backups to keep from the file or flags, bounded', () => {
     const path = file(
       'backups.yaml',

@@ -1,7 +1,7 @@
-import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { DURATION_RULE, durationSecondsSchema } from '../../core/duration.js';
 import { describeIssues, ValidationError } from '../../core/validation.js';
+import { parseDocumentUniqueKeys } from '../../core/yaml-unique-keys.js';
 import { MAX_TRACE_ARRIVAL_SECONDS } from './trace-bounds.js';
 
 /**
@@ -46,7 +46,10 @@ export function parseArrivals(
 ): ReadonlyMap<string, number> {
   let value: unknown;
   try {
-    value = parseYaml(text, { uniqueKeys: true });
+    const doc = parseDocumentUniqueKeys(text);
+    const [error] = doc.errors;
+    if (error !== undefined) throw error;
+    value = doc.toJS();
   } catch (e) {
     throw new ValidationError(source, [`not valid YAML: ${(e as Error).message.split('\n')[0] ?? ''}`]);
   }
