@@ -180,18 +180,23 @@ function pct(share: number): string {
   return `${(100 * share).toFixed(1)}%`;
 }
 
-/** "$3.20/h, 4 instances, standard 48 vCPUs" — the capped dimensions in use. */
+/**
+ * "$3.20/h, 4 instances, standard 48 vCPUs": the capped dimensions as the admitted jobs are sized against the caps,
+ * which is not the live fleet: admission counts an instance for each admitted task (packing may share one), so the
+ * text says what was counted rather than calling it "in use".
+ */
 export function describeUsage(usage: CapUsage, caps: QueueCaps): string {
   const parts: string[] = [];
   if (caps.maxCostPerHour !== undefined)
     parts.push(`$${usage.costPerHour.toFixed(2)}/h of $${caps.maxCostPerHour}/h`);
-  if (caps.maxInstances !== undefined) parts.push(`${usage.instances} of ${caps.maxInstances} instances`);
+  if (caps.maxInstances !== undefined)
+    parts.push(`${usage.instances} of ${caps.maxInstances} instances, one counted per task`);
   for (const q of caps.quotas ?? []) {
     const u = usage.byGroup.get(q.group) ?? { vcpus: 0, gpus: 0 };
     if (q.maxVcpus !== undefined) parts.push(`${q.group} ${u.vcpus} of ${q.maxVcpus} vCPUs`);
     if (q.maxGpus !== undefined) parts.push(`${q.group} ${u.gpus} of ${q.maxGpus} GPUs`);
   }
-  return parts.length === 0 ? 'nothing capped' : `in use: ${parts.join(', ')}`;
+  return parts.length === 0 ? 'nothing capped' : `admitted jobs sized at ${parts.join(', ')}`;
 }
 
 /**

@@ -93,7 +93,20 @@ describe('what the queue views say of a job sized by the plan’s cost', () => {
     expect(decision.waiting.get('j1')?.footprint.instances[0]?.costPerHour).toBeCloseTo(10.8, 9);
     const view = queueViews(decision, admission).get('j1');
     expect(view).toMatchObject({ position: 1, reason: 'caps' });
-    expect(view?.detail).toBe('admitting it now would break maxCostPerHour (in use: $10.80/h of $15/h)');
+    expect(view?.detail).toBe(
+      'admitting it now would break maxCostPerHour (admitted jobs sized at $10.80/h of $15/h)',
+    );
+  });
+
+  it('says an instance cap counts one instance per admitted task, not the instances running', () => {
+    // Two jobs share one instance (four fit a big.x), yet the instance cap counts each as one: the view says so
+    // rather than reporting two instances "in use" on a fleet of one.
+    const admission = new Admission(testCatalog(), { caps: { maxInstances: 2 }, admitBy: 'standalone' });
+    const decision = admission.decide(snapshot(2, 1), () => ({}));
+    expect(decision.result.admitted).toEqual([]);
+    expect(queueViews(decision, admission).get('j2')?.detail).toBe(
+      'admitting it now would break maxInstances (admitted jobs sized at 2 of 2 instances, one counted per task)',
+    );
   });
 });
 
