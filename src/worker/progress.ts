@@ -51,16 +51,27 @@ export interface ProgressSummary {
   /** Iterations completed (the latest report), 0 before the first one. */
   readonly completed: number;
   readonly total: number | undefined;
-  /** Iterations per second over the window, undefined until two reports span a positive time. */
+  /** Iterations per second over the window, undefined until reports span half of it (see `throughput`). */
   readonly iterationsPerSecond: number | undefined;
   readonly lastReportSeconds: number | undefined;
 }
 
 /**
+ * The shortest time the two samples of a rate may span, as a share of the window. Tasks stamp their lines with the
+ * clock they have (`date +%s`: whole seconds), so a span of S stamped seconds is S ± 1 true ones and a rate over it is
+ * off by up to 1/S: 4.7 it/s over a 1.6 s span of whole-second stamps reads 8 it/s, and the controller takes what a
+ * task shows alone for its throughput alone (Eva §4.3). Half the window bounds that error by 2/window (3% over the
+ * worker's 60 s), and a steady reporter whose latest line is in the window always spans it, whatever its gap: the
+ * anchor before the window and the latest sample are at least one gap apart, and at least the window less one gap.
+ */
+export const MIN_RATE_SPAN_SHARE_OF_WINDOW = 0.5;
+
+/**
  * Iterations per second over the last `windowSeconds` before `nowSeconds`: (last − first) / (t_last − t_first) over
  * the samples in the window, plus the last sample before it as the window's left anchor (so sparse reporters, one
- * line per few minutes, still get a rate). Reports going backwards (a restart from an older checkpoint) start a new
- * series: only samples after the last decrease count.
+ * line per few minutes, still get a rate). Undefined until those samples span MIN_RATE_SPAN_SHARE_OF_WINDOW of the
+ * window. Reports going backwards (a restart from an older checkpoint) start a new series: only samples after the last
+ * decrease count.
  */
 export function throughput(
   samples: readonly ProgressSample[],
@@ -77,8 +88,10 @@ export function throughput(
   if (first > 0) first -= 1;
   const a = series[first];
   const b = series.at(-1);
-  if (a === undefined || b === undefined || b.timeSeconds <= a.timeSeconds) return undefined;
-  return (b.iterations - a.iterations) / (b.timeSeconds - a.timeSeconds);
+  if (a === undefined || b === undefined) return undefined;
+  const span = b.timeSeconds - a.timeSeconds;
+  if (!(span > 0) || span < windowSeconds * MIN_RATE_SPAN_SHARE_OF_WINDOW) return undefined;
+  return (b.iterations - a.iterations) / span;
 }
 
 export function summarize(

@@ -7,6 +7,7 @@ import { NoPackingScheduler } from '../../src/scheduler/baselines/no-packing.js'
 import { ColocationTable } from '../../src/scheduler/colocation-table.js';
 import { serializedColocationTableSchema } from '../../src/scheduler/colocation-table-schema.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
+import { unseenPairFooter } from '../../src/cli/commands/colocation.js';
 import { catalog, rig } from '../controller/controller-fixtures.js';
 import { ensureBuiltCli, runCli, type CliResult } from '../helpers/built-cli.js';
 
@@ -70,7 +71,23 @@ describe('fleetwise colocation (CLI subprocess)', () => {
     expect(lines[0]).toMatch(/^WORKLOAD\s+BESIDE\s+THROUGHPUT\s+OBSERVED$/);
     expect(lines[1]).toMatch(/^gpt2\s+resnet18\s+0\.790\s+1$/);
     expect(lines[2]).toMatch(/^resnet18\s+cyclegan\s+0\.999\s+2$/);
-    expect(out.stdout).toContain('priced at the mean of 0.950 and the pairs observed');
+    // The prior Eva plans unseen pairs with: (0.95 + 0.999 + 0.79) / 3.
+    expect(out.stdout).toContain(
+      'a pair not yet observed is priced at 0.913: the mean of the configured 0.950 and the 2 pairs observed alone together',
+    );
+  });
+
+  it('states the rate an unseen pair is priced at, however much was learned', () => {
+    expect(unseenPairFooter(new ColocationTable(0.9).toJSON())).toBe(
+      'a pair not yet observed is priced at 0.900 (the configured rate: no pair observed alone together yet)',
+    );
+    const one = new ColocationTable(0.95);
+    one.record('gpt2', ['resnet18'], 0.75);
+    // Sets of three are no pair: they leave the prior as it is.
+    one.record('gpt2', ['resnet18', 'cyclegan'], 0.5);
+    expect(unseenPairFooter(one.toJSON())).toBe(
+      'a pair not yet observed is priced at 0.850: the mean of the configured 0.950 and the 1 pair observed alone together',
+    );
   });
 
   it("is the operator's: it names every team's workloads, so a team token is refused", async () => {

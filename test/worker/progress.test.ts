@@ -61,8 +61,10 @@ describe('progress lines', () => {
       { timeSeconds: 20, iterations: 400 }, // resumed from an older checkpoint
       { timeSeconds: 30, iterations: 430 },
     ];
-    expect(throughput(restarted, 30)).toBe(3);
-    expect(summarize(restarted, 30, 1000)).toEqual({
+    // A 20 s window: the new series spans half of it.
+    expect(throughput(restarted, 30, 20)).toBe(3);
+    expect(throughput(restarted, 30, 60)).toBeUndefined();
+    expect(summarize(restarted, 30, 1000, 20)).toEqual({
       completed: 430,
       total: 1000,
       iterationsPerSecond: 3,
@@ -70,7 +72,7 @@ describe('progress lines', () => {
     });
   });
 
-  it('a constant rate is measured exactly whatever the window and sampling (property)', () => {
+  it('a constant rate is measured exactly whatever the window and sampling, once reports span the window (property)', () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 1, max: 50 }),
@@ -82,11 +84,56 @@ describe('progress lines', () => {
             timeSeconds: (t += g),
             iterations: (t - 1_700_000_000) * rate,
           }));
+          const first = samples[0]?.timeSeconds ?? 0;
           const last = samples.at(-1)?.timeSeconds ?? 0;
-          expect(throughput(samples, last, window)).toBeCloseTo(rate, 9);
+          const measured = throughput(samples, last, window);
+          // Reports covering the whole window always give a rate; a rate given is exact.
+          if (last - first >= window) expect(measured).toBeDefined();
+          if (measured !== undefined) expect(measured).toBeCloseTo(rate, 9);
         },
       ),
     );
+  });
+
+  it('gives a steady reporter a rate whatever its gap, its latest report in the window (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 600 }),
+        fc.integer({ min: 2, max: 1000 }),
+        fc.integer({ min: 0, max: 599 }),
+        (gap, window, sinceLast) => {
+          const reports = Math.ceil(window / gap) + 2;
+          const samples = Array.from({ length: reports }, (_, i) => ({
+            timeSeconds: i * gap,
+            iterations: i * gap * 3,
+          }));
+          // Its latest report is in the window (a reporter silent for longer has no rate, stalled or not).
+          const now = (reports - 1) * gap + (sinceLast % Math.min(gap, window));
+          expect(throughput(samples, now, window)).toBe(3);
+        },
+      ),
+    );
+  });
+
+  it('whole-second stamps of a 4.7 it/s task never read far above 4.7 it/s, from its first seconds on', () => {
+    // A counter writing a line per iteration stamped `date +%s`, its reports read as a worker polls them (60 s window).
+    const rate = 4.7;
+    const start = 1_700_000_000.4;
+    const lines = Array.from({ length: 5 * 60 * 5 }, (_, i) => ({ at: start + i / rate, iterations: i }));
+    const seen = (now: number): { timeSeconds: number; iterations: number }[] =>
+      lines
+        .filter((l) => l.at <= now)
+        .map((l) => ({ timeSeconds: Math.floor(l.at), iterations: l.iterations }));
+    for (const after of [1.6, 2.6, 4.6, 9.6, 29])
+      expect(throughput(seen(start + after), start + after, 60)).toBeUndefined();
+    const rates: number[] = [];
+    for (let after = 1; after <= 300; after += 0.5) {
+      const r = throughput(seen(start + after), start + after, 60);
+      if (r !== undefined) rates.push(r);
+    }
+    // Measured from 30 s on, within the 2/window bound of whole-second stamps (1/30).
+    expect(rates.length).toBeGreaterThan(500);
+    for (const r of rates) expect(Math.abs(r / rate - 1)).toBeLessThanOrEqual(1 / 30);
   });
 });
 
@@ -101,7 +148,7 @@ describe('ProgressTracker', () => {
 
   it('reads appended bytes incrementally, joining a line split across polls, and restarts on truncation', async () => {
     const file = join(dir, 'progress');
-    const tracker = new ProgressTracker(file, 100, 60);
+    const tracker = new ProgressTracker(file, 100, 40);
     expect(await tracker.poll(1000)).toMatchObject({ completed: 0, iterationsPerSecond: undefined });
     writeFileSync(file, '1000 0\n1010 1');
     expect(await tracker.poll(1010)).toMatchObject({ completed: 0, iterationsPerSecond: undefined });
@@ -120,7 +167,7 @@ describe('ProgressTracker', () => {
   it('reads a sparse 10 GiB file (a task ran `truncate -s 10G` on it) without allocating it', async () => {
     const file = join(dir, 'progress');
     writeFileSync(file, '1000 0\n1010 20\n');
-    const tracker = new ProgressTracker(file, undefined, 60);
+    const tracker = new ProgressTracker(file, undefined, 40);
     expect(await tracker.poll(1010)).toMatchObject({ completed: 20 });
     truncateSync(file, 10 * 1024 ** 3);
     for (let i = 0; i < 3; i++) expect(await tracker.poll(1015)).toMatchObject({ completed: 20 });
@@ -159,7 +206,9 @@ describe('ProgressTracker', () => {
       appendFileSync(file, chunk.join(''));
       const summary = await tracker.poll(1000 + (t - 1) / 100);
       expect(summary.completed).toBe((t - 1) * 7);
-      if (poll > 0) expect(summary.iterationsPerSecond).toBeCloseTo(700, 6);
+      // A rate once the series spans half the window (150 s: the 16th poll).
+      if (poll >= 15) expect(summary.iterationsPerSecond).toBeCloseTo(700, 6);
+      else expect(summary.iterationsPerSecond).toBeUndefined();
     }
     expect((tracker as unknown as { samples: unknown[] }).samples.length).toBeLessThanOrEqual(10_000);
   });

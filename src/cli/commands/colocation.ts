@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { ValidationError } from '../../core/validation.js';
-import type { SerializedColocationTable } from '../../scheduler/colocation-table.js';
+import { ColocationTable, type SerializedColocationTable } from '../../scheduler/colocation-table.js';
 import { FleetwiseClient } from '../client.js';
 import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
 import { formatTable, printJson } from '../table.js';
@@ -21,6 +21,21 @@ export function colocationRows(table: SerializedColocationTable): string[][] {
   return [...table.entries]
     .sort((a, b) => a.mean - b.mean || a.target.localeCompare(b.target))
     .map((e) => [e.target, e.others.join(' + '), e.mean.toFixed(3), String(e.count)]);
+}
+
+/**
+ * What the footer says a pair not yet observed is priced at: the prior the scheduler plans with, which it learns from
+ * the pairs observed alone together (ColocationTable.refreshPrior). The table holds only the configured rate it starts
+ * from; a reader should not have to average that with the rows to know the rate every unseen pair is planned at.
+ */
+export function unseenPairFooter(table: SerializedColocationTable): string {
+  const prior = ColocationTable.fromJSON(table).defaultRate.toFixed(3);
+  const configured = table.defaultRate.toFixed(3);
+  const pairs = table.entries.filter((e) => e.others.length === 1).length;
+  return pairs === 0
+    ? `a pair not yet observed is priced at ${prior} (the configured rate: no pair observed alone together yet)`
+    : `a pair not yet observed is priced at ${prior}: the mean of the configured ${configured} and the ` +
+        `${pairs} pair${pairs === 1 ? '' : 's'} observed alone together`;
 }
 
 export function registerColocation(program: Command): void {
@@ -56,8 +71,7 @@ export function registerColocation(program: Command): void {
           ),
     );
     process.stdout.write(
-      `\nthroughput: a share of the workload's throughput alone; a pair not yet observed is priced at the mean of ` +
-        `${table.defaultRate.toFixed(3)} and the pairs observed` +
+      `\nthroughput: a share of the workload's throughput alone; ${unseenPairFooter(table)}` +
         `${options.out === undefined ? '' : `\nwritten to ${options.out}`}\n`,
     );
   });
