@@ -286,21 +286,37 @@ function cost(value: number | null): number {
   return value === null || Number.isNaN(value) ? Infinity : value;
 }
 
-/** a ≤ b on every objective and < on at least one; two missing values are equal. */
+/**
+ * Objectives closer than this, relative to their size (and absolutely below 1), are equal. Two candidates that run
+ * the same schedule sum the same job times in another order and can differ in the last digit; compared exactly, that
+ * digit would put both on the front and, once min–max normalisation stretches it to a whole unit, pick the
+ * recommendation. A billionth is far below any difference the simulation measures.
+ */
+export const OBJECTIVE_TOLERANCE = 1e-9;
+
+/** x and y equal within `OBJECTIVE_TOLERANCE`; a missing value (∞) equals only another missing one. */
+function sameObjective(x: number, y: number): boolean {
+  if (x === y) return true;
+  if (!Number.isFinite(x) || !Number.isFinite(y)) return false;
+  return Math.abs(x - y) <= OBJECTIVE_TOLERANCE * Math.max(Math.abs(x), Math.abs(y), 1);
+}
+
+/** a ≤ b on every objective and < on at least one, equal within `OBJECTIVE_TOLERANCE`; two missing values are equal. */
 export function dominates(a: Objectives, b: Objectives): boolean {
   let strictly = false;
   for (const k of OBJECTIVES) {
     const x = cost(a[k]);
     const y = cost(b[k]);
+    if (sameObjective(x, y)) continue;
     if (x > y) return false;
-    if (x < y) strictly = true;
+    strictly = true;
   }
   return strictly;
 }
 
 /**
- * The non-dominated points, in input order. Points with identical objectives do not dominate each other, so ties
- * are all kept (the operator may prefer either config).
+ * The non-dominated points, in input order. Points with equal objectives (within `OBJECTIVE_TOLERANCE`) do not
+ * dominate each other, so ties are all kept (the operator may prefer either config).
  */
 export function paretoFront<P extends { readonly objectives: Objectives }>(points: readonly P[]): P[] {
   return points.filter((p) => !points.some((q) => q !== p && dominates(q.objectives, p.objectives)));
@@ -323,8 +339,9 @@ const PRIORITY: Readonly<Record<Exclude<Preference, 'balanced'>, readonly Object
 function lexicographic(order: readonly ObjectiveName[]): (a: Objectives, b: Objectives) => number {
   return (a, b) => {
     for (const k of order) {
-      const d = cost(a[k]) - cost(b[k]);
-      if (d !== 0 && !Number.isNaN(d)) return d;
+      const x = cost(a[k]);
+      const y = cost(b[k]);
+      if (!sameObjective(x, y)) return x < y ? -1 : 1;
     }
     return 0;
   };
@@ -332,7 +349,8 @@ function lexicographic(order: readonly ObjectiveName[]): (a: Objectives, b: Obje
 
 /**
  * Each point's distance to the ideal point once every objective is min–max normalised over `points` to [0, 1]
- * (a missing value counts 1, an objective without spread or without any value counts 0 for everyone).
+ * (a missing value counts 1, an objective without spread or without any value counts 0 for everyone). A spread
+ * within `OBJECTIVE_TOLERANCE` is no spread: normalised, rounding noise would weigh as much as a real difference.
  */
 export function idealDistances(points: readonly { readonly objectives: Objectives }[]): number[] {
   const scaled = OBJECTIVES.map((k) => {
@@ -340,8 +358,9 @@ export function idealDistances(points: readonly { readonly objectives: Objective
     const finite = values.filter(Number.isFinite);
     const lo = Math.min(...finite);
     const hi = Math.max(...finite);
+    const spread = finite.length > 0 && !sameObjective(lo, hi);
     return values.map((v) =>
-      !Number.isFinite(v) ? (finite.length === 0 ? 0 : 1) : hi > lo ? (v - lo) / (hi - lo) : 0,
+      !Number.isFinite(v) ? (finite.length === 0 ? 0 : 1) : spread ? (v - lo) / (hi - lo) : 0,
     );
   });
   return points.map((_, i) => Math.hypot(...scaled.map((s) => s[i] as number)));

@@ -5,6 +5,7 @@ import {
   mkdtempSync,
   readFileSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -43,6 +44,23 @@ beforeAll(() => {
   store.close();
 });
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+/**
+ * A copy of the shared state in a new directory, with a co-location table saved as the controller saves it after a
+ * round (Eva's whole learned state, the table in it).
+ */
+function learnedState(name: string): { readonly dir: string; readonly table: ColocationTable } {
+  const dir = join(tmp, name);
+  mkdirSync(dir);
+  copyFileSync(join(stateDir, 'state.db'), join(dir, 'state.db'));
+  const table = new ColocationTable(0.9);
+  table.record('counter', ['counter'], 0.8);
+  const saved = new EvaScheduler(loadCatalogFile(), { learnedColocation: table.toJSON() }).exportState();
+  const store = new SqliteStateStore(join(dir, 'state.db'));
+  store.setValue(SCHEDULER_STATE_KEY, saved as unknown as JsonValue);
+  store.close();
+  return { dir, table };
+}
 
 /** Per-job outcomes of each runtime's run, from report.json (`--out`). */
 async function simulateJobs(
@@ -143,16 +161,7 @@ describe('fleetwise export-trace → simulate (CLI subprocess)', () => {
   });
 
   it('writes the co-location table the controller learned with --colocation-table, which a replay starts from', async () => {
-    const learnedDir = join(tmp, 'learned-state');
-    mkdirSync(learnedDir);
-    copyFileSync(join(stateDir, 'state.db'), join(learnedDir, 'state.db'));
-    const table = new ColocationTable(0.9);
-    table.record('counter', ['counter'], 0.8);
-    // Saved as the controller saves it after a round: Eva's whole learned state, the table in it.
-    const saved = new EvaScheduler(loadCatalogFile(), { learnedColocation: table.toJSON() }).exportState();
-    const store = new SqliteStateStore(join(learnedDir, 'state.db'));
-    store.setValue(SCHEDULER_STATE_KEY, saved as unknown as JsonValue);
-    store.close();
+    const { dir: learnedDir, table } = learnedState('learned-state');
     const trace = join(learnedDir, 'history.json');
     const tableFile = join(learnedDir, 'table.json');
     const again = join(learnedDir, 'again.json');
@@ -202,6 +211,54 @@ describe('fleetwise export-trace → simulate (CLI subprocess)', () => {
     expect(refused.stderr).toMatch(/--colocation-table[\s\S]*holds no learned co-location/);
     expect(existsSync(none)).toBe(false);
   }, 120_000);
+
+  it('refuses --out and --colocation-table naming one file, by another path or through a symlink', async () => {
+    const { dir } = learnedState('one-file-state');
+    const target = join(dir, 'trace.json');
+    writeFileSync(target, 'kept\n');
+    symlinkSync(target, join(dir, 'link.json'));
+    const [same, linked] = await Promise.all([
+      runCli(
+        [
+          'export-trace',
+          '--state-dir',
+          '.',
+          '--out',
+          'same.json',
+          '--colocation-table',
+          join(dir, 'same.json'),
+        ],
+        process.env,
+        { cwd: dir },
+      ),
+      runCli([
+        'export-trace',
+        '--state-dir',
+        dir,
+        '--out',
+        target,
+        '--colocation-table',
+        join(dir, 'link.json'),
+      ]),
+    ]);
+    expect(same.code).toBe(2);
+    expect(same.stderr).toContain('invalid input: --out / --colocation-table');
+    expect(same.stderr).toContain('are the same file');
+    expect(existsSync(join(dir, 'same.json'))).toBe(false);
+    expect(linked.code).toBe(2);
+    expect(linked.stderr).toContain('--out / --colocation-table');
+    expect(readFileSync(target, 'utf8')).toBe('kept\n');
+
+    // Two files: both written, as before.
+    const apart = await runCli(
+      ['export-trace', '--state-dir', '.', '--out', 'trace.json', '--colocation-table', 'table.json'],
+      process.env,
+      { cwd: dir },
+    );
+    expect(apart.code, apart.stderr).toBe(0);
+    expect((JSON.parse(readFileSync(target, 'utf8')) as FleetwiseTraceDocument).jobs).toHaveLength(3);
+    expect(existsSync(join(dir, 'table.json'))).toBe(true);
+  });
 
   it('refuses a state directory without a fleetwise database, naming the file', async () => {
     const empty = join(tmp, 'not-state');

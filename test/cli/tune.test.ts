@@ -1,9 +1,17 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { BUNDLED_CATALOG_PATH, loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { loadControllerConfig } from '../../src/controller/config-loading.js';
 import { admitByOf, capsOf } from '../../src/controller/settings.js';
 import { dominates } from '../../src/queue/tune.js';
@@ -41,6 +49,8 @@ describe('fleetwise tune (CLI subprocess)', () => {
   let byStandalone: CliResult;
   let defaultDir = '';
   let standaloneDir = '';
+  let tunedUnder: CliResult;
+  const savingsPlan = join(PROJECT_ROOT, 'examples', 'prices', 'savings-plan.yaml');
 
   // All subprocesses at once: the small ones are mostly CLI start-up, which overlaps the search's simulations.
   beforeAll(async () => {
@@ -53,6 +63,9 @@ describe('fleetwise tune (CLI subprocess)', () => {
     writeFileSync(spotPrices, 'spotPricePerType:\n  c7i.large: 0.03\n');
     defaultDir = join(outDir, 'default');
     standaloneDir = join(outDir, 'standalone');
+    // A catalog given relative to where tune runs, which is not where the printed config will be read.
+    mkdirSync(join(outDir, 'catalogs'));
+    copyFileSync(BUNDLED_CATALOG_PATH, join(outDir, 'catalogs', 'mine.json'));
     // One candidate under a $ cap that binds: how jobs are sized against it changes who waits.
     const dollars = ['tune', '--format', 'synthetic', '--jobs', '20', '--samples', '1'];
     const underDollars = [...dollars, '--cap-dollars-per-hour', '20', '--json'];
@@ -68,6 +81,7 @@ describe('fleetwise tune (CLI subprocess)', () => {
       tinyCap,
       byDefault,
       byStandalone,
+      tunedUnder,
     ] = await Promise.all([
       cli([...TINY, '--json', '--out', outDir]),
       cli([
@@ -123,6 +137,23 @@ describe('fleetwise tune (CLI subprocess)', () => {
       ]),
       cli([...underDollars, '--out', defaultDir]),
       cli([...underDollars, '--admit-by', 'standalone', '--out', standaloneDir]),
+      runCli(
+        [
+          ...dollars,
+          '--scheduler',
+          'no-packing',
+          '--round-seconds',
+          '60',
+          '--price-overrides',
+          savingsPlan,
+          '--catalog',
+          join('catalogs', 'mine.json'),
+          '--cap-dollars-per-hour',
+          '20',
+        ],
+        process.env,
+        { cwd: outDir },
+      ),
     ]);
     parsed = JSON.parse(run.stdout) as TuneJson;
   }, 120_000);
@@ -194,6 +225,35 @@ describe('fleetwise tune (CLI subprocess)', () => {
     expect(config.classes.map((c) => c.weight)).toEqual([0.85, 0.15]);
     // Beside it, the caps it was tuned under and how they sized jobs, where the controller reads them.
     expect((parse(yaml) as { caps: unknown }).caps).toEqual({ maxInstances: 2, admitBy: 'plan-cost' });
+    // Run with the defaults, it leaves the controller's own defaults in place.
+    expect(Object.keys(parse(yaml) as object)).toEqual(['queue', 'caps']);
+  });
+
+  it('prints the scheduler, period, catalog and prices it ran with where a controller config takes them', () => {
+    expect(tunedUnder.stderr).not.toMatch(/Error|fleetwise:/);
+    expect(tunedUnder.code).toBe(0);
+    const yaml = tunedUnder.stdout.slice(tunedUnder.stdout.indexOf('# controller config:'));
+    // Read as the controller reads it, from another directory than tune ran in.
+    const configDir = join(outDir, 'elsewhere');
+    mkdirSync(configDir);
+    const path = join(configDir, 'fleetwise.yaml');
+    writeFileSync(path, `provider: local\nregion: us-east-1\n${yaml}`);
+    const config = loadControllerConfig({
+      flags: { config: path },
+      cwd: PROJECT_ROOT,
+      env: {},
+      catalog: loadCatalogFile(),
+    });
+    expect(config.scheduler.name).toBe('no-packing');
+    expect(config.roundSeconds).toBe(60);
+    expect(config.catalog).toBe(join(outDir, 'catalogs', 'mine.json'));
+    expect(config.priceOverrides).toEqual({
+      discountPercent: 28,
+      pricePerType: { 'p3.2xlarge': 1.99, 'c7i.large': 0.056 },
+    });
+    expect(capsOf(config.caps)).toEqual({ maxCostPerHour: 20 });
+    const recommended = (parse(yaml) as { queue: unknown }).queue;
+    expect(config.queue).toEqual(parseWfqConfig(recommended));
   });
 
   it("sizes jobs against a $ cap as --admit-by says, by default as the controller's own default", () => {

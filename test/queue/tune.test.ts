@@ -55,6 +55,22 @@ describe('paretoFront', () => {
     expect(ids(paretoFront([pt('a', 1, null, 9), pt('b', 2, 3, 9)]))).toEqual(['a', 'b']);
   });
 
+  it('counts objectives an ulp apart as equal: the point better on another objective dominates', () => {
+    // The same schedule's mean JCT summed in two orders.
+    const jct = 0.2611503571555728;
+    const ulpMore = 0.26115035715557283;
+    expect(ulpMore).not.toBe(jct);
+    expect(dominates(pt('a', jct, 5, 5).objectives, pt('b', ulpMore, 5, 5).objectives)).toBe(false);
+    expect(dominates(pt('b', ulpMore, 5, 5).objectives, pt('a', jct, 5, 5).objectives)).toBe(false);
+    // Float noise around zero is no difference either.
+    expect(dominates(pt('a', 1, 5, 0).objectives, pt('b', 1, 5, 1e-16).objectives)).toBe(false);
+    const points = [pt('ulp-faster', jct, 5, 4), pt('fairer', ulpMore, 5, 3)];
+    expect(ids(paretoFront(points))).toEqual(['fairer']);
+    // A real difference still counts, and a missing value is still worse than any number.
+    expect(dominates(pt('a', 0.26, 5, 5).objectives, pt('b', 0.2600001, 5, 5).objectives)).toBe(true);
+    expect(dominates(pt('a', 1e300, 5, 5).objectives, pt('b', null, 5, 5).objectives)).toBe(true);
+  });
+
   it('is empty only for no points', () => {
     expect(paretoFront([])).toEqual([]);
     expect(ids(paretoFront([pt('x', null, null, null)]))).toEqual(['x']);
@@ -96,6 +112,15 @@ describe('recommend', () => {
     const d = idealDistances(front);
     expect(d[1]).toBeCloseTo(Math.hypot(0.2, 11 / 39, 10 / 28), 12);
     expect(Math.min(...d)).toBe(d[1]);
+  });
+
+  it('gives an objective whose spread is an ulp no weight, and lets the other objectives pick', () => {
+    const jct = 0.2611503571555728;
+    const ulpMore = 0.26115035715557283;
+    const ulpApart = [pt('ulp-faster', jct, 10, 5), pt('exact', ulpMore, 8, 5)];
+    expect(idealDistances(ulpApart)).toEqual([1, 0]);
+    expect(recommend(ulpApart)?.id).toBe('exact');
+    expect(recommend(ulpApart, 'jct')?.id).toBe('exact');
   });
 
   it('counts a missing value as the worst and breaks ties by mean JCT, then order', () => {

@@ -1,5 +1,5 @@
-import { writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { realpathSync, statSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { parseWith, ValidationError } from '../../core/validation.js';
@@ -50,6 +50,31 @@ function savedColocationTable(history: StateHistory, where: string): SerializedC
   return parseWith(serializedColocationTableSchema, table, `${where}: the saved co-location table`);
 }
 
+/** Where `path` really is: through symlinks, of the file or else of its directory (a file not written yet). */
+function realTarget(path: string): string {
+  const absolute = resolve(path);
+  try {
+    return realpathSync(absolute);
+  } catch {
+    try {
+      return join(realpathSync(dirname(absolute)), basename(absolute));
+    } catch {
+      return absolute;
+    }
+  }
+}
+
+/** Whether two paths name one file: the same real path, or (hard links) the same existing inode. */
+function sameFile(a: string, b: string): boolean {
+  if (realTarget(a) === realTarget(b)) return true;
+  try {
+    const [x, y] = [statSync(a), statSync(b)];
+    return x.dev === y.dev && x.ino === y.ino;
+  } catch {
+    return false;
+  }
+}
+
 export function runExportTrace(flags: ExportTraceFlags): void {
   const options = parseWith(
     flagsSchema,
@@ -65,6 +90,11 @@ export function runExportTrace(flags: ExportTraceFlags): void {
   // Both targets are checked before anything is read or written, so a failed export leaves no half of itself behind.
   if (options['--out'] !== undefined) checkOutputFile(options['--out'], '--out');
   if (tableFile !== undefined) checkOutputFile(tableFile, '--colocation-table');
+  // The table is written second: into the trace's file, it would replace the trace after both were reported written.
+  if (options['--out'] !== undefined && tableFile !== undefined && sameFile(options['--out'], tableFile))
+    throw new ValidationError('--out / --colocation-table', [
+      `${options['--out']} and ${tableFile} are the same file: give the trace and the co-location table a file each`,
+    ]);
   const read = { schedulerState: tableFile !== undefined };
   // A PostgreSQL state is where the controller keeps everything when it was given one; its state directory then
   // holds no database, so `--state` wins and the controller's own flags can be passed as they are.

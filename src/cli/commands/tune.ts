@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
 import { z } from 'zod';
 import { ValidationError } from '../../core/validation.js';
@@ -15,6 +15,7 @@ import {
   readPriceOverridesFile,
   refuseSpotPricesWithoutSpot,
   traceOptionFields,
+  type PriceOverridesFromFile,
   seedNumber,
   roundSecondsFlag,
   traceSettings,
@@ -40,7 +41,7 @@ import {
 } from '../../sim/report/tune-json.js';
 import { defaultParallelism, runInWorkers } from '../../sim/run-pool.js';
 import type { RunRequest } from '../../sim/run-request.js';
-import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
+import { SCHEDULER_NAMES, type SchedulerName } from '../../scheduler/registry.js';
 import { formatTable } from '../table.js';
 import { batchProgress, type BatchProgress } from '../batch-progress.js';
 import { checkOutputDirectory } from '../output-target.js';
@@ -77,6 +78,8 @@ export const DEFAULT_TUNE_SAMPLES = 24;
  * `admitByOf`): tune simulates that by default, so what it recommends is what such a controller would do.
  */
 const TUNE_DEFAULT_ADMIT_BY: AdmitBy = 'plan-cost';
+/** The policy a controller config without `scheduler.name` runs (controller/config.ts), and so tune's default. */
+const CONTROLLER_DEFAULT_SCHEDULER: SchedulerName = 'eva';
 export const TUNE_FILES = { json: 'tune.json', html: 'tune.html' } as const;
 
 /** A comma-separated list, each item checked by `item`. */
@@ -187,6 +190,32 @@ function frontTable(rows: readonly TuneRow[], recommendedId: string): string {
   );
 }
 
+/**
+ * The settings beside the queue and caps that the figures depend on and a controller config can carry, each written
+ * when tune was given one (the scheduler when not the default both share): a controller started from the printed
+ * config then runs what was simulated. The price overrides go inline (the controller reads them from its config, not from a
+ * file); the catalog as an absolute path, since a relative one in a config file is read from the file's directory.
+ */
+function tunedSettingsYaml(
+  o: { readonly scheduler: string; readonly roundSeconds?: number; readonly catalog?: string },
+  prices: PriceOverridesFromFile | undefined,
+): string {
+  const scheduler =
+    o.scheduler === CONTROLLER_DEFAULT_SCHEDULER ? '' : stringify({ scheduler: { name: o.scheduler } });
+  const round = o.roundSeconds === undefined ? '' : stringify({ roundSeconds: o.roundSeconds });
+  const catalog =
+    o.catalog === undefined
+      ? ''
+      : `# the catalog simulated with, absolute: a relative path here would be read from this file's directory\n` +
+        stringify({ catalog: resolve(o.catalog) }, { lineWidth: 0 });
+  const overrides =
+    prices === undefined
+      ? ''
+      : `# from ${prices.source.replace(/[\r\n]+/g, ' ')}\n` +
+        stringify({ priceOverrides: prices.overrides }, { lineWidth: 0 });
+  return scheduler + round + catalog + overrides;
+}
+
 function capsText(caps: QueueCaps): string {
   return [
     ...(caps.maxCostPerHour !== undefined ? [`$${caps.maxCostPerHour}/hour`] : []),
@@ -246,14 +275,17 @@ async function tune(raw: RawTuneOptions): Promise<void> {
         .join('; ')}\n`,
     );
   const rec = result.recommended;
-  // The caps it was tuned under, and how they sized jobs (the controller reads `admitBy` beside its caps).
+  // The caps it was tuned under, and how they sized jobs (the controller reads `admitBy` beside its caps), then the
+  // scheduler, period and prices it ran with.
   const yaml =
     controllerYaml(
       rec.config,
       `fleetwise tune: ${rec.id} (${rec.preference}) on ${trace.name}, ${o.scheduler} under ${capsText(o.caps)}\n` +
         `mean JCT ${fmt(rec.meanJctHours, 3)} h, p99 prediction error ${fmt(rec.predErrP99, 1)} %, ` +
         `unfairness ${fmt(rec.unfairness, 1)} %`,
-    ) + stringify({ caps: { ...o.caps, admitBy: o.admitBy } }, { lineWidth: 0 });
+    ) +
+    stringify({ caps: { ...o.caps, admitBy: o.admitBy } }, { lineWidth: 0 }) +
+    tunedSettingsYaml(o, prices);
 
   if (o.json === true) process.stdout.write(`${JSON.stringify(result)}\n`);
   else
@@ -304,7 +336,7 @@ export function registerTune(program: Command): Command {
     .option(
       '--scheduler <name>',
       `scheduler to simulate: one of ${SCHEDULER_NAMES.filter((n) => spotOnlySchedulers([n]).length === 0).join(', ')}`,
-      'eva',
+      CONTROLLER_DEFAULT_SCHEDULER,
     )
     .option('--cap-dollars-per-hour <x>', 'cap: keep the fleet under $x/hour (at least one cap is required)')
     .option('--cap-instances <n>', 'cap: keep the fleet under n instances')
