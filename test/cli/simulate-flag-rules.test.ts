@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { checkDependentFlags, type DependentFlags } from '../../src/cli/commands/simulate-flag-rules.js';
+import { parseSimulateArgs } from '../../src/cli/commands/simulate.js';
+import { simulationPlan } from '../../src/cli/commands/simulate-plan.js';
 import { ValidationError } from '../../src/core/validation.js';
 
 /** A simulate flag that would do nothing without another is refused, naming it and what it needs. */
@@ -47,5 +49,63 @@ describe('simulate flags that need another', () => {
     expect(refusal({ bind: 'on', placeBetweenRounds: 'on' })).toBe('accepted');
     expect(refusal({ bind: 'off' })).toBe('accepted'); // the arms of a comparison name every part, on or off
     expect(refusal({ pollSeconds: 5, runtime: 'controller' })).toBe('accepted');
+  });
+});
+
+describe("Eva's flags without an Eva run", () => {
+  const baselines = ['no-packing', 'karpenter'];
+
+  it('refuses each, naming it and the schedulers that would ignore it', () => {
+    const eva = (flags: Partial<DependentFlags>): string => refusal({ schedulers: baselines, ...flags });
+    expect(eva({ valueOfTime: [0, 4, 'auto'] })).toBe(
+      '--value-of-time: only Eva takes it, and no run here is Eva (no-packing, karpenter): add an eva scheduler',
+    );
+    expect(eva({ evaPaybackMargin: 3 })).toMatch(
+      /^--eva-payback-margin: only Eva takes it.*add an eva scheduler$/,
+    );
+    expect(eva({ evaDefaultRate: 0.9 })).toMatch(/^--eva-default-rate: only Eva takes it/);
+    expect(eva({ evaPrices: 'standalone' })).toMatch(/^--eva-prices: only Eva takes it/);
+    expect(eva({ evaPackingEfficiency: 0.5 })).toMatch(/^--eva-packing-efficiency: only Eva takes it/);
+    // Refused for want of Eva before the want of auto: adding auto would not make it do anything.
+    expect(eva({ targetSlowdown: 0.01, valuesOfTime: [8] })).toMatch(/^--target-slowdown: only Eva takes it/);
+    // The default value of time (no --value-of-time) is no flag given.
+    expect(eva({ valuesOfTime: ['auto'] })).toBe('accepted');
+  });
+
+  it('accepts them beside Eva or one of its ablations', () => {
+    const all: Partial<DependentFlags> = {
+      valueOfTime: [0, 4, 'auto'],
+      valuesOfTime: [0, 4, 'auto'],
+      targetSlowdown: 0.01,
+      evaDefaultRate: 0.9,
+      evaPrices: 'standalone',
+      evaPackingEfficiency: 0.5,
+      evaPaybackMargin: 3,
+    };
+    expect(refusal({ ...all, schedulers: ['no-packing', 'eva'] })).toBe('accepted');
+    expect(refusal({ ...all, schedulers: ['karpenter', 'eva-rp'] })).toBe('accepted');
+  });
+
+  it('refuses the command line a sweep without Eva was given as', () => {
+    const plan = (...args: string[]) =>
+      simulationPlan(parseSimulateArgs(['--format', 'eva', '--jobs', '2', ...args], 'test'));
+    const refused = (args: string[]): string => {
+      try {
+        plan(...args);
+      } catch (e) {
+        expect(e).toBeInstanceOf(ValidationError);
+        return (e as Error).message;
+      }
+      return 'accepted';
+    };
+    const sweep = ['--scheduler', 'no-packing,karpenter', '--value-of-time', '0,4,auto'];
+    expect(refused([...sweep, '--eva-payback-margin', '3'])).toMatch(/^--value-of-time: only Eva takes it/);
+    expect(refused(['--scheduler', 'karpenter', '--eva-payback-margin', '3'])).toMatch(
+      /^--eva-payback-margin: only Eva takes it/,
+    );
+    expect(refused(['--scheduler', 'karpenter', '--target-slowdown', '0.05'])).toMatch(
+      /^--target-slowdown: only Eva takes it/,
+    );
+    expect(plan('--scheduler', 'no-packing,eva', '--value-of-time', '0,4,auto').requests).toHaveLength(4);
   });
 });

@@ -73,6 +73,53 @@ describe('simulate --price-overrides', () => {
     );
   });
 
+  it('refuses a spot discount without --spot on, where it would discount nothing', () => {
+    const discount = file('spot-discount.yaml', 'spotDiscountPercent: 50\n');
+    expect(refusal(() => plan('--price-overrides', discount))).toMatchObject({
+      source: '--price-overrides',
+      problems: [
+        'spotDiscountPercent discounts spot instances: needs --spot on (without it the runs buy on demand only)',
+      ],
+    });
+    expect(refusal(() => plan('--price-overrides', discount, '--spot', 'off')).source).toBe(
+      '--price-overrides',
+    );
+    // With spot on it halves every spot price of the catalog.
+    const list = plan('--spot', 'on').catalog.spot?.offerings ?? [];
+    const halved = plan('--price-overrides', discount, '--spot', 'on').catalog.spot?.offerings ?? [];
+    expect(halved.length).toBeGreaterThan(0);
+    expect(halved.map((o) => o.pricePerHour)).toEqual(list.map((o) => o.pricePerHour / 2));
+  });
+
+  it('refuses a file that overrides no price, naming it and the fields it should hold', () => {
+    const fields =
+      'give discountPercent, spotDiscountPercent, pricePerType or spotPricePerType (as in ' +
+      'examples/prices/savings-plan.yaml)';
+    for (const [name, text] of [
+      ['empty.yaml', ''],
+      ['comments.yaml', '# Savings Plan rates to come\n'],
+    ] as const) {
+      const path = file(name, text);
+      expect(
+        refusal(() => plan('--price-overrides', path)),
+        name,
+      ).toMatchObject({
+        source: path,
+        problems: [`is empty: ${fields}`],
+      });
+    }
+    const braces = file('braces.json', '{}');
+    expect(refusal(() => plan('--price-overrides', braces))).toMatchObject({
+      source: braces,
+      problems: [`overrides no price: ${fields}`],
+    });
+    const config = file('empty-section.yaml', 'cluster: c\nstateDir: s\npriceOverrides:\n');
+    expect(refusal(() => plan('--price-overrides', config))).toMatchObject({
+      source: `${config}: priceOverrides`,
+      problems: [`is empty: ${fields}`],
+    });
+  });
+
   it("refuses a controller config's spot prices without --spot on too, naming the config's field", () => {
     const config = file(
       'spot-config.yaml',

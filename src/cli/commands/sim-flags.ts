@@ -99,19 +99,27 @@ export function readPriceOverridesFile(path: string): PriceOverridesFromFile {
   const value = readYamlOrJsonFile(path, '--price-overrides');
   const inConfig = typeof value === 'object' && value !== null && 'priceOverrides' in value;
   const section = inConfig ? (value as { priceOverrides: unknown }).priceOverrides : value;
-  return {
-    overrides: parseWith(priceOverridesSchema, section ?? {}, path),
-    source: inConfig ? `${path}: priceOverrides` : path,
-  };
+  const source = inConfig ? `${path}: priceOverrides` : path;
+  const overrides = parseWith(priceOverridesSchema, section ?? {}, path);
+  // A file that overrides nothing (empty, only comments, `{}`) would run at list prices as if priced: the wrong file.
+  if (Object.keys(overrides).length === 0)
+    throw new ValidationError(source, [
+      `${section === null || section === undefined ? 'is empty' : 'overrides no price'}: give discountPercent, ` +
+        'spotDiscountPercent, pricePerType or spotPricePerType (as in examples/prices/savings-plan.yaml)',
+    ]);
+  return { overrides, source };
 }
 
 /**
- * A `--price-overrides` file's spot prices where no spot instance is bought (spot off, or a command that buys on
- * demand only) would price nothing: refused naming the flag, before the catalog's own check blames the catalog.
+ * A `--price-overrides` file's spot prices or spot discount where no spot instance is bought (spot off, or a command
+ * that buys on demand only) would price nothing: refused naming the flag, before the catalog's own check blames the
+ * catalog.
  */
 export function refuseSpotPricesWithoutSpot(prices: PriceOverridesFromFile | undefined, why: string): void {
   if (prices?.overrides.spotPricePerType !== undefined)
     throw new ValidationError('--price-overrides', [`spotPricePerType prices spot instances: ${why}`]);
+  if (prices?.overrides.spotDiscountPercent !== undefined)
+    throw new ValidationError('--price-overrides', [`spotDiscountPercent discounts spot instances: ${why}`]);
 }
 
 export function addPriceOverridesOption(command: Command): Command {

@@ -1,5 +1,6 @@
 import { ValidationError } from '../../core/validation.js';
 import type { SchedulerName } from '../../scheduler/registry.js';
+import { flagName } from './sim-flags.js';
 
 /**
  * The baselines that model buying spot capacity: without the spot market (`--spot on`) they would buy on demand and
@@ -27,6 +28,12 @@ export interface DependentFlags {
   readonly targetSlowdown?: number | undefined;
   /** The values of time the Eva runs get (`auto` among them when one is learned). */
   readonly valuesOfTime: readonly (number | 'auto')[];
+  /** `--value-of-time` as given (`valuesOfTime` holds a default without it). */
+  readonly valueOfTime?: readonly (number | 'auto')[] | undefined;
+  readonly evaDefaultRate?: number | undefined;
+  readonly evaPrices?: string | undefined;
+  readonly evaPackingEfficiency?: number | undefined;
+  readonly evaPaybackMargin?: number | undefined;
   readonly bind?: 'on' | 'off' | undefined;
   readonly placeBetweenRounds?: 'on' | 'off' | undefined;
   readonly pollSeconds?: number | undefined;
@@ -34,7 +41,29 @@ export interface DependentFlags {
   readonly spotPriceOverrides?: boolean | undefined;
 }
 
+/** Whether a scheduler is Eva or one of its ablations (`eva-rp`, …): the runs the Eva flags tune. */
+export function isEvaScheduler(name: string): boolean {
+  return name.startsWith('eva');
+}
+
+/** The flags that tune Eva alone, by field; with no Eva run they would be reported as settings no run took. */
+const EVA_ONLY_FLAGS = [
+  'valueOfTime',
+  'targetSlowdown',
+  'evaDefaultRate',
+  'evaPrices',
+  'evaPackingEfficiency',
+  'evaPaybackMargin',
+] as const satisfies readonly (keyof DependentFlags)[];
+
 export function checkDependentFlags(o: DependentFlags): void {
+  if (!o.schedulers.some(isEvaScheduler)) {
+    const given = EVA_ONLY_FLAGS.find((f) => o[f] !== undefined);
+    if (given !== undefined)
+      throw new ValidationError(flagName(given), [
+        `only Eva takes it, and no run here is Eva (${o.schedulers.join(', ')}): add an eva scheduler`,
+      ]);
+  }
   const spotOn = o.spot === 'on';
   const spotOnly = spotOnlySchedulers(o.schedulers);
   if (!spotOn && spotOnly.length > 0) {

@@ -3,6 +3,7 @@ import { fmt } from '../../report/chart.js';
 import { COST_PARTS, type CostPart } from '../../world/cost-ledger.js';
 import type { RunResult } from '../../world/run-result.js';
 import { AXIS_NAME, SMALL_CHAR_WIDTH, WIDTH, type ReportChart } from './chart-kit.js';
+import { money, one } from './format.js';
 
 /** Each part's name in the legend and its colour: work in greens, overheads in ambers, waste in greys and red. */
 const PARTS: Readonly<Record<CostPart, { readonly label: string; readonly color: string }>> = {
@@ -63,6 +64,24 @@ function legendEntries(labels: readonly string[]): { legend: LegendComponentOpti
 }
 
 /**
+ * Dollars as the chart's tips show them: to the cent from $1 up, as the summary tables do, and to three significant
+ * digits below, so the parts of a small run (tenths of a cent) read as what they are, not $0.00.
+ */
+export function partDollars(x: number): string {
+  if (!Number.isFinite(x)) return '–';
+  if (x === 0 || Math.abs(x) >= 1) return `$${money(x)}`;
+  const digits = Math.min(8, 2 - Math.floor(Math.log10(Math.abs(x))));
+  // Zeros past the cents that only the third significant digit put there (0.00410 → 0.0041, 0.0900 → 0.09).
+  return `$${x.toFixed(digits).replace(/(\.\d{2}\d*?)0+$/, '$1')}`;
+}
+
+/** A bar part's tip: the run, the part, its dollars and its share of the run's bill. */
+function partTip(run: string, label: string, value: number, bill: number): string {
+  const share = bill > 0 ? ` (${one((100 * value) / bill)}%)` : '';
+  return `${run}: ${label}\n${partDollars(value)} of ${partDollars(bill)}${share}`;
+}
+
+/**
  * Where each run's instance dollars went (cost-ledger.ts), one stacked bar per run in dollars, so runs compare both
  * on their bill and on what it bought, with the traffic across zones last when a run reports the network: each bar
  * then ends at the run's total cost. Undefined when no run has the ledger (results made before it was kept).
@@ -71,28 +90,37 @@ export function costBreakdownChart(results: readonly RunResult[]): ReportChart |
   const runs = results.filter((r) => r.costBreakdown !== undefined);
   if (runs.length === 0) return undefined;
   const names = runs.map((r) => r.summary.scheduler);
-  const series: BarSeriesOption[] = COST_PARTS.map((part) => ({
+  const traffic = runs.some((r) => r.network !== undefined);
+  // Each bar ends at its run's bill (its total cost with the traffic): what every tip gives a part's share of.
+  const bills = runs.map(
+    (r) =>
+      COST_PARTS.reduce((a, part) => a + (r.costBreakdown?.[part] ?? 0), 0) + (r.network?.crossZoneCost ?? 0),
+  );
+  // Drawn at their exact values, so the parts add up to the bill however small; rounded only in the tips' text.
+  const bar = (label: string, color: string, values: readonly number[]): BarSeriesOption => ({
     type: 'bar',
-    name: PARTS[part].label,
+    name: label,
     stack: 'cost',
-    color: PARTS[part].color,
+    color,
     barMaxWidth: 26,
     emphasis: { focus: 'series' },
-    tooltip: { valueFormatter: fmt('money') },
-    data: runs.map((r) => Math.round(100 * (r.costBreakdown?.[part] ?? 0)) / 100),
-  }));
-  const traffic = runs.some((r) => r.network !== undefined);
+    data: values.map((value, i) => ({ value, tip: partTip(names[i] ?? '', label, value, bills[i] ?? 0) })),
+  });
+  const series: BarSeriesOption[] = COST_PARTS.map((part) =>
+    bar(
+      PARTS[part].label,
+      PARTS[part].color,
+      runs.map((r) => r.costBreakdown?.[part] ?? 0),
+    ),
+  );
   if (traffic)
-    series.push({
-      type: 'bar',
-      name: CROSS_ZONE.label,
-      stack: 'cost',
-      color: CROSS_ZONE.color,
-      barMaxWidth: 26,
-      emphasis: { focus: 'series' },
-      tooltip: { valueFormatter: fmt('money') },
-      data: runs.map((r) => Math.round(100 * (r.network?.crossZoneCost ?? 0)) / 100),
-    });
+    series.push(
+      bar(
+        CROSS_ZONE.label,
+        CROSS_ZONE.color,
+        runs.map((r) => r.network?.crossZoneCost ?? 0),
+      ),
+    );
   const { legend, rows } = legendEntries(series.map((s) => String(s.name)));
   const extraRows = (rows - 1) * LEGEND_ROW_HEIGHT;
   return {
@@ -105,7 +133,7 @@ export function costBreakdownChart(results: readonly RunResult[]): ReportChart |
       height: 110 + 42 * runs.length + extraRows,
       option: {
         legend,
-        tooltip: { trigger: 'axis', axisPointer: { type: 'shadow' }, confine: true },
+        tooltip: { trigger: 'item', confine: true, formatter: fmt('tip') },
         grid: { left: 150, right: 40, top: GRID_TOP + extraRows, bottom: 50 },
         xAxis: {
           type: 'value',

@@ -78,12 +78,13 @@ describe('traffic across zones as a part of the cost', () => {
 
   it('stacks on the cost breakdown bars, so each ends at the total cost', () => {
     const option = costBreakdownChart(networkRuns())?.chart.option as {
-      series: { name: string; data: number[] }[];
+      series: { name: string; data: { value: number; tip: string }[] }[];
     };
-    expect(option.series.at(-1)).toEqual(
-      expect.objectContaining({ name: 'traffic across zones', data: [1, 2] }),
-    );
-    const bars = [0, 1].map((i) => option.series.reduce((a, s) => a + (s.data[i] as number), 0));
+    const traffic = option.series.at(-1);
+    expect(traffic?.name).toBe('traffic across zones');
+    expect(traffic?.data.map((d) => d.value)).toEqual([1, 2]);
+    expect(traffic?.data[1]?.tip).toBe('eva: traffic across zones\n$2.00 of $8.00 (25.0%)');
+    const bars = [0, 1].map((i) => option.series.reduce((a, s) => a + (s.data[i]?.value ?? 0), 0));
     expect(bars).toEqual(networkRuns().map((r) => r.summary.totalCost));
   });
 
