@@ -12,6 +12,11 @@ export interface FamilyGroupQuota {
   readonly group: string;
   readonly maxVcpus?: number | undefined;
   readonly maxGpus?: number | undefined;
+  /**
+   * Where the quota was set, as a message about it names it: the flag as typed (`--quota p:gpus=2`) or a config file's
+   * entry (`fleetwise.yaml: caps.quotas.0 (group p, maxGpus 2)`). Absent: named as the `--quota` flag that would set it.
+   */
+  readonly source?: string | undefined;
 }
 
 /**

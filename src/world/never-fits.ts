@@ -107,7 +107,10 @@ export function neverAdmittedJobs(
   return out;
 }
 
-/** How a cap is set on `simulate`'s command line (a controller config's caps set the same ones). */
+/**
+ * How a cap is set on `simulate`'s command line (a controller config's caps set the same ones); a quota by where it was
+ * set when it says (`FamilyGroupQuota.source`: the flag as typed, or a config file's entry).
+ */
 export function capFlag(cap: string, caps: QueueCaps): string {
   if (cap === 'maxCostPerHour') return `--cap-dollars-per-hour ${caps.maxCostPerHour}`;
   if (cap === 'maxInstances') return `--cap-instances ${caps.maxInstances}`;
@@ -115,6 +118,7 @@ export function capFlag(cap: string, caps: QueueCaps): string {
   if (m === null) return cap;
   const group = m[1] as string;
   const quota = (caps.quotas ?? []).find((q) => q.group === group);
+  if (quota?.source !== undefined) return quota.source;
   return m[2] === 'maxGpus'
     ? `--quota ${group}:gpus=${quota?.maxGpus}`
     : `--quota ${group}:vcpus=${quota?.maxVcpus}`;

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { parseQuotaFlag } from '../../src/cli/commands/simulate-options.js';
+import {
+  MAX_SPOT_BURSTS,
+  parseQuotaFlag,
+  parseQuotaFlags,
+  parseSimulateOptions,
+} from '../../src/cli/commands/simulate-options.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,15 +44,69 @@ describe('simulate/tune flag parsing', () => {
     expect(scale.safeParse('1001').error?.issues[0]?.message).toBe('must be ≤ 1000');
   });
 
-  it('parses --quota group:vcpus=N,gpus=M', () => {
-    expect(parseQuotaFlag('p:gpus=16')).toEqual({ group: 'p', maxGpus: 16 });
+  it('parses --quota group:vcpus=N,gpus=M, naming each quota by the flag as typed', () => {
+    expect(parseQuotaFlag('p:gpus=16')).toEqual({ group: 'p', maxGpus: 16, source: '--quota p:gpus=16' });
     expect(parseQuotaFlag(' Standard : vcpus=256 , gpus=0 ')).toEqual({
       group: 'standard',
       maxVcpus: 256,
       maxGpus: 0,
+      source: '--quota Standard : vcpus=256 , gpus=0',
     });
     // AWS's separate spot quota of a group.
-    expect(parseQuotaFlag('p-spot:gpus=8')).toEqual({ group: 'p-spot', maxGpus: 8 });
+    expect(parseQuotaFlag('p-spot:gpus=8')).toMatchObject({ group: 'p-spot', maxGpus: 8 });
+  });
+
+  it('takes a --quota on a group a controller config maps families to', () => {
+    expect(() => parseQuotaFlag('lab:gpus=4')).toThrow(/no instance counts against group lab/);
+    expect(parseQuotaFlag('lab:gpus=4', { p3: 'lab' })).toMatchObject({ group: 'lab', maxGpus: 4 });
+    expect(parseQuotaFlag('lab-spot:gpus=4', { p3: 'lab' })).toMatchObject({ group: 'lab-spot' });
+  });
+
+  it('refuses a --quota of part of a GPU or vCPU, or with a key given twice, naming the flag', () => {
+    for (const [bad, why] of [
+      ['p:gpus=1.5', '"gpus=1.5" is not vcpus=N or gpus=N with N a whole number'],
+      ['standard:vcpus=0.5', '"vcpus=0.5" is not vcpus=N or gpus=N with N a whole number'],
+      ['p:gpus=2,gpus=100', 'gpus given twice'],
+      ['p:vcpus=8,gpus=1,VCPUS=64', 'vcpus given twice'],
+    ] as const) {
+      let error: unknown;
+      try {
+        parseQuotaFlag(bad);
+      } catch (e) {
+        error = e;
+      }
+      expect(error, bad).toBeInstanceOf(ValidationError);
+      expect((error as ValidationError).source).toBe('--quota');
+      expect((error as ValidationError).problems[0]).toContain(`"${bad}": ${why}`);
+    }
+  });
+
+  it('refuses a group given twice among the --quota flags (a controller config refuses it too)', () => {
+    expect(parseQuotaFlags(['p:gpus=2', 'standard:vcpus=64'])).toMatchObject([
+      { group: 'p', maxGpus: 2 },
+      { group: 'standard', maxVcpus: 64 },
+    ]);
+    // A group and its spot twin are two quotas.
+    expect(parseQuotaFlags(['p:gpus=2', 'p-spot:gpus=8'])).toHaveLength(2);
+    expect(() => parseQuotaFlags(['p:gpus=2', 'standard:vcpus=64', 'P:gpus=100'])).toThrow(
+      new ValidationError('--quota', [
+        'group p given twice ("p:gpus=2", "P:gpus=100"): give one --quota per group',
+      ]),
+    );
+  });
+
+  it('bounds --spot-bursts to a burst per pool per hour on average', () => {
+    const bursts = (n: string) =>
+      parseSimulateOptions({ scheduler: 'karpenter-spot', spotBursts: n }).spotBursts;
+    expect(bursts('30')).toBe(30);
+    expect(bursts(String(MAX_SPOT_BURSTS))).toBe(720);
+    for (const tooMany of ['721', '100000'])
+      expect(() => bursts(tooMany), tooMany).toThrow(
+        new ValidationError('fleetwise simulate options', [
+          '--spot-bursts: must be ≤ 720 (a burst per pool per hour on average; denser bursts take spot instances back before they can work)',
+        ]),
+      );
+    expect(() => bursts('-1')).toThrow(/--spot-bursts: must be ≥ 0/);
   });
 
   it('rejects a malformed --quota, naming the flag and the bad part', () => {

@@ -6,7 +6,7 @@ import type { FamilyDemand } from '../../src/core/resources.js';
 import type { SpotPreference } from '../../src/core/spot.js';
 import { ValidationError } from '../../src/core/validation.js';
 import { executeRun, loadRequestCatalog } from '../../src/sim/run-request.js';
-import { neverAdmittedJobs } from '../../src/world/never-fits.js';
+import { checkEveryJobAdmissible, neverAdmittedJobs } from '../../src/world/never-fits.js';
 
 /**
  * Whether a job can ever be admitted is judged as the round's admission judges it alone: its whole standalone
@@ -87,5 +87,24 @@ describe('jobs the caps can never admit, judged alone', () => {
     );
     expect(gang?.caps).toEqual(['maxCostPerHour']);
     expect(gang?.footprint.instances.every((i) => i.market === 'spot')).toBe(true);
+  });
+
+  it('refuses a quota no job fits under naming where it was set, else the flag that sets it', () => {
+    const trace = { jobs: [job('four', [P3_FOUR])] };
+    const refusal = (quota: { group: string; maxGpus: number; source?: string }): ValidationError => {
+      try {
+        checkEveryJobAdmissible(trace, catalog, { quotas: [quota] }, 'standalone');
+      } catch (e) {
+        if (e instanceof ValidationError) return e;
+        throw e;
+      }
+      throw new Error('expected a ValidationError');
+    };
+    const entry = 'fleetwise.yaml: caps.quotas.0 (group p, maxGpus 2)';
+    expect(refusal({ group: 'p', maxGpus: 2, source: entry }).source).toBe(entry);
+    expect(refusal({ group: 'p', maxGpus: 2 }).source).toBe('--quota p:gpus=2');
+    expect(refusal({ group: 'p', maxGpus: 2 }).problems[0]).toMatch(
+      /^1 of 1 jobs can never be admitted: .*four \(4 GPUs in group p\)/,
+    );
   });
 });

@@ -67,6 +67,14 @@ const onOff = z.enum(['on', 'off']);
 
 const rate = z.number().gt(0, 'must be > 0').max(1, 'must be ≤ 1');
 
+/**
+ * `--spot-bursts` at most: a pool emptied once an hour on average, 24 times the harshest rate the README measures (30).
+ * Denser bursts stop measuring the market: an instance boots for minutes and jobs checkpoint every 30 min by default, so
+ * at a burst every few minutes jobs go back to the same checkpoint until the run's 30-day limit; and AWS bills nothing
+ * for a spot instance reclaimed in its first hour, so ever harsher bursts would read as ever cheaper spot.
+ */
+export const MAX_SPOT_BURSTS = 720;
+
 /** `--runtime`: the simulator's event engine, or the real controller on a virtual clock (src/sim/controller-runtime/). */
 export const RUNTIMES = ['engine', 'controller'] as const;
 
@@ -114,33 +122,67 @@ const optionsSchema = z.object({
   admitBy: z.enum(ADMIT_BY).optional(),
   spot: z.enum(['off', 'on'], { message: 'must be off or on' }).optional(),
   checkpointMinutes: numberText(z.number().min(0, 'must be ≥ 0 (0: jobs never checkpoint)')).optional(),
-  spotBursts: numberText(z.number().min(0, 'must be ≥ 0')).optional(),
+  spotBursts: numberText(
+    z
+      .number()
+      .min(0, 'must be ≥ 0')
+      .max(
+        MAX_SPOT_BURSTS,
+        `must be ≤ ${MAX_SPOT_BURSTS} (a burst per pool per hour on average; denser bursts take spot instances back before they can work)`,
+      ),
+  ).optional(),
   spotRebalance: numberText(z.number().min(0, 'must be in [0, 1]').max(1, 'must be in [0, 1]')).optional(),
   spotFalseRebalances: numberText(z.number().min(0, 'must be ≥ 0')).optional(),
 });
 
 /**
  * `--quota group:vcpus=N,gpus=M` (repeatable): an AWS-style on-demand quota per family group (src/queue/caps.ts
- * awsQuotaGroup: `p` for P3, `standard` for C7i/R7i).
+ * awsQuotaGroup: `p` for P3, `standard` for C7i/R7i), named in messages as typed. `familyGroups`: a controller config's
+ * family → group map, whose groups count instances too.
  */
-export function parseQuotaFlag(text: string): FamilyGroupQuota {
+export function parseQuotaFlag(
+  text: string,
+  familyGroups?: Readonly<Record<string, string>>,
+): FamilyGroupQuota {
   const problem = (why: string) =>
     new ValidationError('--quota', [`"${text}": ${why}; expected group:vcpus=N[,gpus=M], e.g. p:gpus=16`]);
   const m = /^\s*([a-z0-9-]+)\s*:\s*(.+)$/i.exec(text);
   if (m === null) throw problem('missing the group name or its limits');
   const limits: { maxVcpus?: number; maxGpus?: number } = {};
   for (const part of (m[2] as string).split(',')) {
-    const kv = /^\s*(vcpus|gpus)\s*=\s*(\d+(\.\d+)?)\s*$/i.exec(part);
-    if (kv === null) throw problem(`"${part.trim()}" is not vcpus=N or gpus=N`);
-    const value = Number(kv[2]);
-    if ((kv[1] as string).toLowerCase() === 'vcpus') limits.maxVcpus = value;
-    else limits.maxGpus = value;
+    // Whole numbers, as AWS counts quotas and instances hold vCPUs and GPUs (a controller config's maxGpus alike).
+    const kv = /^\s*(vcpus|gpus)\s*=\s*(\d+)\s*$/i.exec(part);
+    if (kv === null) throw problem(`"${part.trim()}" is not vcpus=N or gpus=N with N a whole number`);
+    const key = (kv[1] as string).toLowerCase() === 'vcpus' ? 'maxVcpus' : 'maxGpus';
+    // Given twice, one of the two would be dropped without a word.
+    if (limits[key] !== undefined) throw problem(`${(kv[1] as string).toLowerCase()} given twice`);
+    limits[key] = Number(kv[2]);
   }
   const group = (m[1] as string).toLowerCase();
+  const known = knownQuotaGroups(familyGroups);
   // A group no instance counts against would be a cap that never binds, silently.
-  if (!knownQuotaGroups().includes(group))
-    throw problem(`no instance counts against group ${group} (groups: ${knownQuotaGroups().join(', ')})`);
-  return { group, ...limits };
+  if (!known.includes(group))
+    throw problem(`no instance counts against group ${group} (groups: ${known.join(', ')})`);
+  return { group, ...limits, source: `--quota ${text.trim()}` };
+}
+
+/**
+ * Every `--quota` given, at most one per group: two for the same group would leave the stricter binding without a word
+ * (a controller config refuses a group given twice too).
+ */
+export function parseQuotaFlags(
+  texts: readonly string[],
+  familyGroups?: Readonly<Record<string, string>>,
+): FamilyGroupQuota[] {
+  const quotas = texts.map((text) => parseQuotaFlag(text, familyGroups));
+  quotas.forEach((q, i) => {
+    const first = quotas.findIndex((other) => other.group === q.group);
+    if (first < i)
+      throw new ValidationError('--quota', [
+        `group ${q.group} given twice ("${texts[first]}", "${texts[i]}"): give one --quota per group`,
+      ]);
+  });
+  return quotas;
 }
 
 /** The command's options validated: the schedulers named, the trace's format, every flag as its value. */

@@ -1,6 +1,8 @@
 import { applyPriceOverrides } from '../../core/catalog.js';
 import type { ValueOfTimeSetting } from '../../core/model.js';
 import { ValidationError } from '../../core/validation.js';
+import type { FamilyGroupQuota } from '../../core/quota-groups.js';
+import type { ControllerConfig } from '../../controller/config.js';
 import { loadControllerConfig } from '../../controller/config-loading.js';
 import { admitByOf, capsOf, settingsFromConfig } from '../../controller/settings.js';
 import { DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR } from '../../scheduler/eva.js';
@@ -17,7 +19,7 @@ import {
   type PriceOverridesFromFile,
 } from './sim-flags.js';
 import { checkDependentFlags } from './simulate-flag-rules.js';
-import { parseQuotaFlag, parseSimulateOptions, type RawSimulateOptions } from './simulate-options.js';
+import { parseQuotaFlags, parseSimulateOptions, type RawSimulateOptions } from './simulate-options.js';
 
 /**
  * Spot prices (`spotPricePerType`) with spot off would price nothing: refused, whether from `--price-overrides` or a
@@ -71,7 +73,7 @@ export function simulationPlan(raw: RawSimulateOptions) {
     flagPrices === undefined && prices !== undefined
       ? applyPriceOverrides(loaded.catalog, prices.overrides, prices.source)
       : loaded.catalog;
-  const quotas = [...(config?.caps.quotas ?? []), ...(o.quota ?? []).map(parseQuotaFlag)];
+  const quotas = runQuotas(o.quota ?? [], config?.caps, o.config);
   const queueFile = o.queueConfig === undefined ? undefined : readQueueConfigFile(o.queueConfig);
   const queueConfig = queueFile === undefined ? config?.queue : queueFile.queue;
   // The caps a tuned queue config was measured under, where no flag and no controller config says otherwise.
@@ -208,6 +210,32 @@ export function simulationPlan(raw: RawSimulateOptions) {
     starts,
     priceOverridesSource: prices?.source,
   };
+}
+
+/**
+ * The quotas the runs take: a controller config's, each named by its file's entry, with a `--quota` for a group in
+ * place of the config's for that group (as the other cap flags replace the config's caps).
+ */
+function runQuotas(
+  flags: readonly string[],
+  configCaps: ControllerConfig['caps'] | undefined,
+  configPath: string | undefined,
+): FamilyGroupQuota[] {
+  const fromFlags = parseQuotaFlags(flags, configCaps?.familyGroups);
+  const fromConfig = (configCaps?.quotas ?? []).map((q, i): FamilyGroupQuota => ({
+    ...q,
+    source: `${configPath ?? 'config'}: caps.quotas.${i} (${quotaEntry(q)})`,
+  }));
+  return [...fromConfig.filter((q) => !fromFlags.some((f) => f.group === q.group)), ...fromFlags];
+}
+
+/** A config's quota entry as its fields read, e.g. `group p, maxGpus 2`. */
+function quotaEntry(q: FamilyGroupQuota): string {
+  return [
+    `group ${q.group}`,
+    ...(q.maxVcpus === undefined ? [] : [`maxVcpus ${q.maxVcpus}`]),
+    ...(q.maxGpus === undefined ? [] : [`maxGpus ${q.maxGpus}`]),
+  ].join(', ');
 }
 
 /** Whether the caps hold a run to anything: $/hour, instances, migrations per round, or a quota. */

@@ -137,7 +137,8 @@ function simulateOptions(command: Command): Command {
     )
     .option(
       '--quota <group:limits>',
-      'queue layer: AWS-style quota per family group, e.g. p:gpus=16 or standard:vcpus=256 (repeatable)',
+      'queue layer: AWS-style quota per family group, e.g. p:gpus=16 or standard:vcpus=256 (repeatable, one per ' +
+        'group; replaces a --config quota for the same group)',
       (value: string, previous: string[] = []) => [...previous, value],
     )
     .option(
@@ -184,7 +185,8 @@ function simulateOptions(command: Command): Command {
     )
     .option(
       '--spot-bursts <n>',
-      'with --spot on: bursts per spot pool per 30 days that reclaim all of its instances at once (default 0)',
+      'with --spot on: bursts per spot pool per 30 days that reclaim all of its instances at once (default 0, ' +
+        'at most 720)',
     )
     .option(
       '--spot-rebalance <share>',
