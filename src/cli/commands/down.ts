@@ -4,22 +4,26 @@ import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
-import { LocalProvider } from '../../cloud/local/local-provider.js';
+import { LocalProvider, type WorkerSpawner } from '../../cloud/local/local-provider.js';
 import { journalPathOf, LocalInstanceFile, type LocalInstance } from '../../cloud/local/instance-file.js';
-import { exitTimes, stopWorkersGently } from '../../cloud/local/local-shutdown.js';
-import { ProcessWorkerSpawner } from '../../cloud/local/worker-spawner.js';
+import { exitTimes, stopWorkersGently, type WorkerStopOutcome } from '../../cloud/local/local-shutdown.js';
+import { ProcessWorkerSpawner, type InstanceStopOutcome } from '../../cloud/local/worker-spawner.js';
 import { parseWith, ValidationError } from '../../core/validation.js';
 import { controllerConfigSchema, type ControllerConfig } from '../../controller/config.js';
+import { containerName } from '../../worker/executors/docker.js';
+import { dockerWhere } from '../../worker/executors/docker-engine.js';
 import { findLocalController, LOCAL_STATE_DIR } from '../local-state.js';
 import { lockHolder, PID_FILE, processRunning, sharedControllers } from '../state-dir-lock.js';
 import { DB_FILE } from './controller/state-dir.js';
-import { makeExecutor } from './worker.js';
+import { executorOf, taskStopperFor } from './local-task-stopper.js';
 
 /**
  * `fleetwise down`: stop everything a local controller started from its state directory: the controller (which stops
  * its workers, unless it was started with --keep-workers), or every controller sharing a PostgreSQL state there, then
  * every worker process the local instance records still list, each checkpointing and stopping its tasks first; what
  * does not stop in time is killed with its tasks. Those it stopped are marked so in the records, for the next start.
+ * An instance whose tasks could not be stopped (its worker's Docker engine did not answer) stays recorded as running,
+ * for the next controller or `down` to stop, and `down` names its containers and fails.
  * A controller that cannot be stopped leaves the workers running. An EC2 controller stops alone: its instances are
  * not this host's processes, and it says so.
  * Idempotent: with nothing running it says so and succeeds.
@@ -194,44 +198,97 @@ export async function runDown(flags: DownFlags): Promise<void> {
   const stateFile = join(stateDir, 'local-instances.json');
   // The records are a snapshot and its journal; either may exist alone.
   if (existsSync(stateFile) || existsSync(journalPathOf(stateFile))) {
+    const spawner = new ProcessWorkerSpawner({
+      controllerUrl: '',
+      launchSecretKey: '',
+      executorKind: 'process',
+      executorFor: taskStopperFor,
+      taskStopWaitMs: DOWN_TASK_STOP_WAIT_MS,
+    });
+    // down stops each instance's worker and tasks itself, to learn whether they stopped: the provider only records.
+    const recordOnly: WorkerSpawner = { spawn: () => undefined, kill: () => Promise.resolve() };
     const provider = new LocalProvider({
       stateFile,
       instancesDir: join(stateDir, 'instances'),
       catalog: loadCatalogFile(BUNDLED_CATALOG_PATH),
-      spawner: new ProcessWorkerSpawner({
-        controllerUrl: '',
-        launchSecretKey: '',
-        executorKind: 'process',
-        // Which executor an instance's worker used shows in its directory: the process executor keeps its records
-        // under executor/; otherwise its tasks were containers.
-        executorFor: (dir, instanceId) =>
-          existsSync(join(dir, 'executor'))
-            ? makeExecutor('process', dir, instanceId)
-            : makeExecutor('docker', dir, instanceId),
-      }),
+      spawner: recordOnly,
     });
     const running = provider.instances().filter((i) => i.state === 'running');
     if (running.length > 0) {
       const outcomes = await stopWorkersGently(running, { graceMs });
+      const stops = new Map(
+        await Promise.all(running.map(async (i) => [i.instanceId, await spawner.stop(i)] as const)),
+      );
+      // An instance whose tasks may still run stays running in the records: a later controller or down stops them.
+      const stopped = running.filter((i) => stops.get(i.instanceId)?.tasksStopped === true);
       // Each instance ends when its own worker exited (a killed one now), not when the slowest was done.
       await provider.terminate(
-        running.map((i) => i.instanceId),
+        stopped.map((i) => i.instanceId),
         exitTimes(outcomes),
       );
-      markStoppedByDown(stateFile, running);
-      for (const o of outcomes)
-        out(
-          `worker ${o.instanceId} (pid ${o.pid ?? '?'}): ` +
-            (o.outcome === 'exited'
-              ? 'checkpointed its tasks and stopped'
-              : o.outcome === 'gone'
-                ? 'had already exited; its leftover tasks (if any) are stopped'
-                : 'did not stop in time: killed with its tasks'),
-        );
+      markStoppedByDown(stateFile, stopped);
+      for (const o of outcomes) {
+        const instance = running.find((i) => i.instanceId === o.instanceId);
+        if (instance !== undefined) out(workerLine(o, instance, stops.get(o.instanceId)));
+      }
       stoppedAnything = true;
+      const unstopped = running.filter((i) => stops.get(i.instanceId)?.tasksStopped !== true);
+      if (unstopped.length > 0)
+        throw new Error(
+          `could not stop the tasks of local instance${unstopped.length === 1 ? '' : 's'} ` +
+            `${unstopped.map((i) => i.instanceId).join(', ')} (see above); left recorded as running: run fleetwise ` +
+            'down again once their engine answers, or stop what still runs yourself',
+        );
     }
   }
   if (!stoppedAnything) out(`nothing to stop in ${stateDir}`);
+}
+
+/**
+ * How long down waits for an instance's tasks to be stopped. The executor bounds each of its calls; down, unlike a
+ * controller's round, waits for the answer, since it records the instance stopped only once its tasks are.
+ */
+const DOWN_TASK_STOP_WAIT_MS = 180_000;
+
+/** What down did to one worker and its tasks; where tasks may still run, which and where. */
+function workerLine(
+  worker: WorkerStopOutcome,
+  instance: LocalInstance,
+  stop: InstanceStopOutcome | undefined,
+): string {
+  const head = `worker ${worker.instanceId} (pid ${worker.pid ?? '?'}): `;
+  if (stop === undefined || stop.tasksStopped)
+    return (
+      head +
+      (worker.outcome === 'exited'
+        ? 'checkpointed its tasks and stopped'
+        : worker.outcome === 'gone'
+          ? 'had already exited; its leftover tasks (if any) are stopped'
+          : 'did not stop in time: killed with its tasks')
+    );
+  const ended =
+    worker.outcome === 'exited' ? 'stopped' : worker.outcome === 'gone' ? 'had already exited' : 'killed';
+  return (
+    `${head}${ended}, but its tasks could not be stopped (${stop.reason}); ${stillRunning(instance, stop)}; ` +
+    'the instance is left recorded as running, not stopped'
+  );
+}
+
+/** The tasks an instance may have left running, as a user finds them: containers by name, processes by directory. */
+function stillRunning(
+  instance: LocalInstance,
+  stop: Extract<InstanceStopOutcome, { tasksStopped: false }>,
+): string {
+  if (executorOf(instance.dir, stop.engine) === 'process')
+    return `its task processes (${stop.tasks.join(', ') || 'none recorded'}) under ${join(instance.dir, 'executor')} may still run`;
+  const where =
+    stop.engine === undefined
+      ? `the Docker engine at ${dockerWhere()} (its worker's engine was not recorded)`
+      : `the Docker engine at ${dockerWhere({ DOCKER_HOST: stop.engine.dockerHost })}`;
+  const names = stop.tasks.map((t) => containerName(t, instance.instanceId));
+  return names.length === 0
+    ? `containers labelled fleetwise.instance=${instance.instanceId} may still run on ${where}`
+    : `container${names.length === 1 ? '' : 's'} ${names.join(', ')} may still run on ${where}`;
 }
 
 /**

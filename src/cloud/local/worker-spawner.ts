@@ -1,6 +1,17 @@
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
+import { z } from 'zod';
+import { ValidationError } from '../../core/validation.js';
 import { LAUNCH_SECRET_ENV, launchSecretFor } from '../../protocol/launch-secret.js';
 import { PROJECT_ROOT } from '../catalog-file.js';
 import { TAG_LAUNCH_TOKEN } from '../provider.js';
@@ -24,14 +35,85 @@ export interface InstanceTaskStopper {
   remove(taskId: string): Promise<void>;
 }
 
+/**
+ * Where an instance's worker ran its tasks, recorded in its directory when it is spawned: whoever stops the tasks
+ * later (`fleetwise down`, another controller) reaches them there, not at whatever engine its own environment names.
+ */
+export interface WorkerEngine {
+  readonly executor: 'docker' | 'process';
+  /** The worker's DOCKER_HOST; absent when it had none (the engine's default socket) or runs no containers. */
+  readonly dockerHost?: string | undefined;
+}
+
+/** The record of a worker's engine, in its instance's directory. */
+export const WORKER_ENGINE_FILE = 'worker-engine.json';
+
+const workerEngineSchema = z.strictObject({
+  executor: z.enum(['docker', 'process']),
+  dockerHost: z.string().optional(),
+});
+
+/** Record the engine of the worker about to be spawned (atomically: a torn record would leave its tasks unreachable). */
+export function recordWorkerEngine(instanceDir: string, engine: WorkerEngine): void {
+  const path = join(instanceDir, WORKER_ENGINE_FILE);
+  const temp = `${path}.${process.pid}.tmp`;
+  writeFileSync(temp, `${JSON.stringify(engine)}\n`, { mode: 0o600 });
+  renameSync(temp, path);
+}
+
+/** The engine recorded for an instance's worker; undefined for a worker spawned before engines were recorded. */
+export function readWorkerEngine(instanceDir: string): WorkerEngine | undefined {
+  const path = join(instanceDir, WORKER_ENGINE_FILE);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw e;
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
+    throw new ValidationError(path, [`not valid JSON: ${(e as Error).message}`]);
+  }
+  const parsed = workerEngineSchema.safeParse(value);
+  if (!parsed.success)
+    throw new ValidationError(
+      path,
+      parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`),
+    );
+  return parsed.data;
+}
+
+/** What stopping an instance's worker and its tasks came to. */
+export type InstanceStopOutcome =
+  | { readonly tasksStopped: true }
+  | {
+      readonly tasksStopped: false;
+      /** The executor's error, or that its stops were still under way when the wait ran out. */
+      readonly reason: string;
+      /** Tasks that may still run: those whose stop failed, else every task the instance's directory records. */
+      readonly tasks: readonly string[];
+      /** Where they run, as recorded at the worker's spawn; undefined for a worker spawned before that. */
+      readonly engine: WorkerEngine | undefined;
+    };
+
 export interface ProcessSpawnerOptions {
   /** Where workers reach the controller; asked at each spawn (the API's port may be known only once it is bound). */
   readonly controllerUrl: string | (() => string);
   /** The cluster's worker key: each launch's one-time secret is derived from it and the launch token. */
   readonly launchSecretKey: string;
   readonly executorKind: 'docker' | 'process';
-  /** The executor a worker of this kind uses for an instance (its directory and id), to stop its tasks at termination. */
-  readonly executorFor: (instanceDir: string, instanceId: string) => InstanceTaskStopper;
+  /**
+   * The executor an instance's worker used (its directory and id, and the engine recorded at its spawn: undefined for
+   * one spawned before engines were recorded), to stop its tasks at termination.
+   */
+  readonly executorFor: (
+    instanceDir: string,
+    instanceId: string,
+    engine: WorkerEngine | undefined,
+  ) => InstanceTaskStopper;
   /** A worker whose controller is gone this long checkpoints its tasks and exits (the worker's default when absent). */
   readonly giveUpAfterSeconds?: number;
   /** Seconds an instance of this type boots before its worker starts (EC2-like slow types; default none). */
@@ -54,6 +136,17 @@ export class ProcessWorkerSpawner implements WorkerSpawner {
 
   spawn(instance: LocalInstance): number | undefined {
     mkdirSync(instance.dir, { recursive: true });
+    const env = workerEnvironment(
+      process.env,
+      launchSecretFor(this.options.launchSecretKey, instance.tags[TAG_LAUNCH_TOKEN] ?? instance.instanceId),
+    );
+    // Before the worker starts: a task it runs is always findable through the record.
+    recordWorkerEngine(instance.dir, {
+      executor: this.options.executorKind,
+      ...(this.options.executorKind === 'docker' && env.DOCKER_HOST !== undefined && env.DOCKER_HOST !== ''
+        ? { dockerHost: env.DOCKER_HOST }
+        : {}),
+    });
     const log = openSync(join(instance.dir, 'worker.log'), 'a');
     try {
       const child = spawn(
@@ -87,13 +180,7 @@ export class ProcessWorkerSpawner implements WorkerSpawner {
           ...bootDelayArgs(this.options.bootSecondsOf?.(instance.typeName) ?? 0),
         ],
         {
-          env: workerEnvironment(
-            process.env,
-            launchSecretFor(
-              this.options.launchSecretKey,
-              instance.tags[TAG_LAUNCH_TOKEN] ?? instance.instanceId,
-            ),
-          ),
+          env,
           detached: true,
           stdio: ['ignore', log, log],
         },
@@ -106,6 +193,15 @@ export class ProcessWorkerSpawner implements WorkerSpawner {
   }
 
   async kill(instance: LocalInstance): Promise<void> {
+    await this.stop(instance);
+  }
+
+  /**
+   * `kill`, saying whether the instance's tasks were stopped: a failure or a stop still under way is also reported
+   * through `warn`, and the caller that must not record the instance stopped while its tasks may run (`fleetwise
+   * down`) learns it here.
+   */
+  async stop(instance: LocalInstance): Promise<InstanceStopOutcome> {
     // A controller that died between spawning the worker and recording its pid left a record without one.
     const pid = instance.pid ?? findWorkerPid(instance.instanceId);
     if (pid !== undefined && isWorkerOf(pid, instance.instanceId)) {
@@ -117,41 +213,80 @@ export class ProcessWorkerSpawner implements WorkerSpawner {
     }
     // The tasks run in their own process groups (or containers) so they survive a worker restart: stop them too,
     // waiting a bounded time (the rest goes on in the background, its failure reported).
-    const stopping = this.stopTasks(instance).catch((e: unknown) =>
-      this.options.warn?.(
-        `could not stop the tasks of local instance ${instance.instanceId}: ${(e as Error).message}; ` +
-          `they may still run (${this.options.executorKind === 'docker' ? `containers labelled fleetwise.instance=${instance.instanceId}` : `processes under ${join(instance.dir, 'executor')}`})`,
-      ),
-    );
+    let engine: WorkerEngine | undefined;
+    const stopping = (async (): Promise<InstanceStopOutcome> => {
+      try {
+        engine = readWorkerEngine(instance.dir);
+        await this.stopTasks(instance, engine);
+        return { tasksStopped: true };
+      } catch (e) {
+        const failed = e instanceof TaskStopFailures ? e.taskIds : recordedTasks(instance.dir);
+        this.options.warn?.(
+          `could not stop the tasks of local instance ${instance.instanceId}: ${(e as Error).message}; ` +
+            `they may still run (${(engine?.executor ?? this.options.executorKind) === 'docker' ? `containers labelled fleetwise.instance=${instance.instanceId}` : `processes under ${join(instance.dir, 'executor')}`})`,
+        );
+        return { tasksStopped: false, reason: (e as Error).message, tasks: failed, engine };
+      }
+    })();
     let timer: NodeJS.Timeout | undefined;
-    const waited = await Promise.race([
-      stopping.then(() => true),
-      new Promise<false>((resolve) => {
-        timer = setTimeout(() => resolve(false), this.options.taskStopWaitMs ?? TASK_STOP_WAIT_MS);
+    const outcome = await Promise.race([
+      stopping,
+      new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), this.options.taskStopWaitMs ?? TASK_STOP_WAIT_MS);
       }),
     ]);
     clearTimeout(timer);
-    if (!waited)
-      this.options.warn?.(
-        `the tasks of local instance ${instance.instanceId} are still being stopped (the ${this.options.executorKind} ` +
-          'executor is slow to answer); going on, the stops continue in the background',
-      );
+    if (outcome !== undefined) return outcome;
+    this.options.warn?.(
+      `the tasks of local instance ${instance.instanceId} are still being stopped (the ${engine?.executor ?? this.options.executorKind} ` +
+        'executor is slow to answer); going on, the stops continue in the background',
+    );
+    return {
+      tasksStopped: false,
+      reason: `their stops were still under way after ${(this.options.taskStopWaitMs ?? TASK_STOP_WAIT_MS) / 1000} s (the executor is slow to answer)`,
+      tasks: recordedTasks(instance.dir),
+      engine,
+    };
   }
 
-  private async stopTasks(instance: LocalInstance): Promise<void> {
-    const executor = this.options.executorFor(instance.dir, instance.instanceId);
+  private async stopTasks(instance: LocalInstance, engine: WorkerEngine | undefined): Promise<void> {
+    const executor = this.options.executorFor(instance.dir, instance.instanceId, engine);
     // Only this instance's tasks: a Docker engine is shared by every local instance (the agent keeps tasks/<id>/).
     const mine = (await executor.list()).filter((t) =>
       existsSync(join(instance.dir, 'tasks', t.taskId, 'agent.json')),
     );
     const failures: string[] = [];
+    const failed: string[] = [];
     for (const task of mine) {
-      await executor
-        .kill(task.taskId)
-        .catch((e: unknown) => failures.push(`${task.taskId}: ${(e as Error).message}`));
+      await executor.kill(task.taskId).catch((e: unknown) => {
+        failures.push(`${task.taskId}: ${(e as Error).message}`);
+        failed.push(task.taskId);
+      });
       await executor.remove(task.taskId).catch(() => undefined);
     }
-    if (failures.length > 0) throw new Error(failures.join('; '));
+    if (failures.length > 0) throw new TaskStopFailures(failures.join('; '), failed);
+  }
+}
+
+/** Some of an instance's tasks could not be stopped: which. */
+class TaskStopFailures extends Error {
+  constructor(
+    message: string,
+    readonly taskIds: readonly string[],
+  ) {
+    super(message);
+    this.name = 'TaskStopFailures';
+  }
+}
+
+/** The tasks an instance's worker recorded in its directory (`tasks/<id>/agent.json`): those it may have left running. */
+function recordedTasks(instanceDir: string): string[] {
+  try {
+    return readdirSync(join(instanceDir, 'tasks'))
+      .filter((id) => existsSync(join(instanceDir, 'tasks', id, 'agent.json')))
+      .sort();
+  } catch {
+    return [];
   }
 }
 

@@ -16,6 +16,7 @@ import { LOCAL_DEFAULT_LISTEN } from '../../local-state.js';
 import { ValidationError } from '../../../core/validation.js';
 import { dockerUnreachable, dockerWhere } from '../../../worker/executors/docker-engine.js';
 import { dockerAvailable, makeExecutor } from '../worker.js';
+import { taskStopperFor } from '../local-task-stopper.js';
 import { ensureSecretFile, type SecretFiles } from './secrets.js';
 
 /** The controller's cloud: the local or EC2 provider, how its workers run tasks, and who may register as them. */
@@ -110,7 +111,12 @@ async function setUpLocalFleet({
             controllerUrl: () => controllerUrl,
             launchSecretKey: workerToken,
             executorKind: kind,
-            executorFor: (dir, instanceId) => makeExecutor(kind, dir, instanceId),
+            // A worker's tasks are stopped at the engine it was spawned with; one spawned before engines were
+            // recorded ran this controller's kind.
+            executorFor: (dir, instanceId, engine) =>
+              engine === undefined
+                ? makeExecutor(kind, dir, instanceId)
+                : taskStopperFor(dir, instanceId, engine),
             giveUpAfterSeconds: config.workerGiveUpSeconds,
             bootSecondsOf: (typeName) => config.localBootSeconds[typeName] ?? 0,
             warn: (message) => log.warn(message),
