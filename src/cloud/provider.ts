@@ -206,6 +206,11 @@ export interface CloudProvider {
    * in stays for a later call). Returns the groups deleted. Providers without placement groups of their own omit it.
    */
   deletePlacementGroups?(clusterName: string, keep: ReadonlySet<string>): Promise<string[]>;
+  /**
+   * What an instance this cloud no longer lists is said to have done, in the reason its tasks are recovered with
+   * (`fleetwise job`'s restarts, events). Left out: EC2's words, "vanished from EC2".
+   */
+  readonly vanishedReason?: string | undefined;
 }
 
 /** A failure of the cloud API, with the provider's error code when there is one. */

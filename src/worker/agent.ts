@@ -1,6 +1,9 @@
+import { rmSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { join } from 'node:path';
 import { z } from 'zod';
 import { newWorkerToken } from '../protocol/launch-secret.js';
+import { WORKER_EXIT_FILE, writeWorkerExit } from '../protocol/worker-exit.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { sleepUnlessAborted } from '../storage/retry.js';
 import {
@@ -111,6 +114,7 @@ export interface AgentOptions {
 export type AgentExit = 'stopped' | 'gave-up';
 
 export const DEFAULT_GIVE_UP_AFTER_SECONDS = 300;
+
 /** A failing heartbeat is logged once, then at most this often (with how long until the agent gives up). */
 const FAILURE_LOG_EVERY_MS = 30_000;
 
@@ -156,11 +160,13 @@ export class WorkerAgent {
   /**
    * Register (retrying until the controller knows this instance), then heartbeat until `signal` aborts or the
    * controller has been gone for `giveUpAfterSeconds`. On giving up, and on a stop with `stopTasksOnExit`, every task
-   * is checkpointed and stopped first.
+   * is checkpointed and stopped first; giving up is then recorded in WORKER_EXIT_FILE, with when.
    */
   async run(signal: AbortSignal): Promise<AgentExit> {
     const giveUpMs = (this.options.giveUpAfterSeconds ?? DEFAULT_GIVE_UP_AFTER_SECONDS) * 1000;
     this.lastContactMs = Date.now();
+    // An earlier worker's exit on this directory is not this one's: it would end the instance while this one runs.
+    this.forgetExit();
     if (signal.aborted) this.leaving.abort();
     else signal.addEventListener('abort', () => this.leaving.abort(), { once: true });
     let exit: AgentExit = 'stopped';
@@ -218,7 +224,31 @@ export class WorkerAgent {
       this.log.info(`stopping: ${describeStopped(stopped)}`);
     }
     await this.tasks.stopWatchers();
+    if (exit === 'gave-up') this.recordExit();
     return exit;
+  }
+
+  private exitFile(): string {
+    return join(this.options.workDir, WORKER_EXIT_FILE);
+  }
+
+  private forgetExit(): void {
+    try {
+      rmSync(this.exitFile(), { force: true });
+    } catch (e) {
+      this.log.warn(`could not remove the exit record ${this.exitFile()}: ${(e as Error).message}`);
+    }
+  }
+
+  private recordExit(): void {
+    try {
+      writeWorkerExit(this.options.workDir, { exitedAtMs: Date.now(), reason: 'gave-up' });
+    } catch (e) {
+      this.log.warn(
+        `could not record this exit in ${this.exitFile()} (${(e as Error).message}): a local instance is billed ` +
+          'until its controller notices the worker is gone',
+      );
+    }
   }
 
   private where(): string {

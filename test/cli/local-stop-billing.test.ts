@@ -6,7 +6,8 @@ import { runDown } from '../../src/cli/commands/down.js';
 import { stopLocalFleet } from '../../src/cli/local-fleet-stop.js';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import { LocalProvider } from '../../src/cloud/local/local-provider.js';
-import { ProcessWorkerSpawner } from '../../src/cloud/local/worker-spawner.js';
+import { WORKER_EXIT_FILE } from '../../src/protocol/worker-exit.js';
+import { isWorkerOf, ProcessWorkerSpawner } from '../../src/cloud/local/worker-spawner.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
 import { killProcessGroups } from '../helpers/processes-under.js';
 
@@ -142,5 +143,37 @@ describe('a local stop', () => {
     const ends = endsAfter(providerOn(stateDir), began);
     expect(ends.get(fast!.id)).toBeLessThan(SLOW_MS / 2);
     expect(ends.get(slow!.id)).toBeGreaterThanOrEqual(SLOW_MS);
+  });
+
+  it('ends an instance whose worker gave up before the stop when that worker exited (fleetwise down)', async () => {
+    const stateDir = join(tmp, 'down-after-give-up');
+    const provider = providerOn(stateDir);
+    const [gaveUp, running] = await launchWorkers(provider, [0, 0]);
+    const record = provider.instances().find((i) => i.instanceId === gaveUp!.id);
+    // As a worker giving up leaves it: its exit recorded in its directory, then the process gone.
+    const exitedAtMs = Date.now();
+    writeFileSync(join(record!.dir, WORKER_EXIT_FILE), JSON.stringify({ exitedAtMs, reason: 'gave-up' }));
+    killProcessGroups([record!.pid as number]);
+    for (let i = 0; isWorkerOf(record!.pid as number, gaveUp!.id); i += 1) {
+      if (i > 200) throw new Error(`the worker of ${gaveUp!.id} did not die`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    await new Promise((r) => setTimeout(r, 200));
+    const out = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+    const began = Date.now();
+    try {
+      await runDown({ stateDir, graceSeconds: '10' });
+    } finally {
+      out.mockRestore();
+    }
+    const after = new Map(
+      providerOn(stateDir)
+        .instances()
+        .map((i) => [i.instanceId, i]),
+    );
+    expect(after.get(gaveUp!.id)?.terminatedAtMs).toBe(exitedAtMs);
+    expect(after.get(gaveUp!.id)?.stoppedBy).toBe('down');
+    // The other, stopped by `down` itself, ends when its worker exited after the signal.
+    expect(after.get(running!.id)?.terminatedAtMs).toBeGreaterThanOrEqual(began);
   });
 });

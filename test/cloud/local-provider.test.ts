@@ -7,6 +7,7 @@ import {
   type LocalInstance,
   type WorkerSpawner,
 } from '../../src/cloud/local/local-provider.js';
+import { WORKER_EXIT_FILE } from '../../src/protocol/worker-exit.js';
 import { LocalInstanceFile } from '../../src/cloud/local/instance-file.js';
 import { ProcessWorkerSpawner } from '../../src/cloud/local/worker-spawner.js';
 import { TAG_CLUSTER, TAG_LAUNCH_TOKEN } from '../../src/cloud/provider.js';
@@ -47,8 +48,14 @@ async function waitDead(pid: number, timeoutMs = 5000): Promise<boolean> {
 /** Counts spawns (a second process for the same token would show here) around the real spawner. */
 class CountingSpawner implements WorkerSpawner {
   spawns = 0;
+  /** The next spawn fails before starting anything, as a controller SIGKILLed right after recording the launch. */
+  failNextSpawn = false;
   constructor(private readonly inner: WorkerSpawner) {}
   spawn(instance: LocalInstance): number | undefined {
+    if (this.failNextSpawn) {
+      this.failNextSpawn = false;
+      throw new Error('killed before the spawn');
+    }
     this.spawns++;
     const pid = this.inner.spawn(instance);
     if (pid !== undefined) spawned.push(pid);
@@ -246,6 +253,117 @@ describe('local provider (real worker processes)', () => {
     expect(restarted.instances()[0]?.pid).toBeUndefined();
     await restarted.terminate([id]);
     expect(await waitDead(pid)).toBe(true);
+  });
+
+  it('an instance recorded before a crash that kept its worker from being spawned gets one at the next start, or when its launch is re-sent', async () => {
+    const dir = join(tmp, 'spawn-crash');
+    const { provider: p, spawner } = provider(dir);
+    // The controller dies between recording each launch and spawning its worker.
+    spawner.failNextSpawn = true;
+    await expect(p.launch(request('s-1'))).rejects.toThrow(/killed before the spawn/);
+    spawner.failNextSpawn = true;
+    await expect(p.launch(request('s-2'))).rejects.toThrow(/killed before the spawn/);
+    const [first, second] = p.instances().map((i) => i.instanceId) as [string, string];
+    expect(p.instances().map((i) => i.pid)).toEqual([undefined, undefined]);
+
+    // The restarted controller starts the first one's worker before its recovery adopts the instance by its token.
+    const { provider: restarted, spawner: again } = provider(dir);
+    expect(restarted.startUnstartedWorkers('beta')).toEqual([]);
+    expect(restarted.startUnstartedWorkers('alpha')).toEqual([first, second]);
+    expect(again.spawns).toBe(2);
+    for (const id of [first, second]) {
+      const pid = pidOf(restarted, id);
+      expect(alive(pid)).toBe(true);
+      expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).toContain(id);
+    }
+    // Once started, never again: a second look and a re-sent launch find the worker running.
+    expect(restarted.startUnstartedWorkers('alpha')).toEqual([]);
+    expect(await restarted.launch(request('s-1'))).toMatchObject({
+      instanceIds: [first],
+      reusedExisting: true,
+    });
+    expect(again.spawns).toBe(2);
+
+    // A launch re-sent with the token of a record without a worker starts it too.
+    again.failNextSpawn = true;
+    await expect(restarted.launch(request('s-3'))).rejects.toThrow(/killed before the spawn/);
+    const third = restarted.instances().find((i) => i.tags[TAG_LAUNCH_TOKEN] === 's-3')?.instanceId;
+    expect(await restarted.launch(request('s-3'))).toMatchObject({
+      instanceIds: [third],
+      reusedExisting: true,
+    });
+    expect(again.spawns).toBe(3);
+    expect(alive(pidOf(restarted, third as string))).toBe(true);
+
+    // Spawned, but its pid never recorded: the running worker is found and recorded, not started twice.
+    const firstPid = pidOf(restarted, first);
+    const { pid: _dropped, ...withoutPid } = restarted
+      .instances()
+      .find((i) => i.instanceId === first) as LocalInstance;
+    new LocalInstanceFile(join(dir, 'local-instances.json')).write([withoutPid]);
+    const once = provider(dir);
+    expect(once.provider.startUnstartedWorkers('alpha')).toEqual([]);
+    expect(once.spawner.spawns).toBe(0);
+    expect(pidOf(once.provider, first)).toBe(firstPid);
+  });
+
+  it('lists an instance whose worker died as ended: when the worker recorded its exit, else when first seen gone; its tasks stopped', async () => {
+    const { provider: p } = provider(join(tmp, 'dead-worker'));
+    const killed = (await p.launch(request('d-1'))).instanceIds[0] as string;
+    const gaveUp = (await p.launch(request('d-2'))).instanceIds[0] as string;
+    const live = (await p.launch(request('d-3'))).instanceIds[0] as string;
+    const dirOf = (id: string): string => p.instances().find((i) => i.instanceId === id)?.dir as string;
+    // A task the killed worker left running (process-executor tasks are process groups of their own).
+    const executor = new ProcessExecutor({ stateDir: join(dirOf(killed), 'executor') });
+    await executor.start({
+      taskId: 'job-9.0',
+      jobId: 'job-9',
+      command: ['sleep', '60'],
+      env: {},
+      vcpus: 1,
+      memoryGiB: 0,
+      gpus: 0,
+      shmSizeGiB: 0,
+      checkpointDir: join(dirOf(killed), 'tasks', 'job-9.0', 'checkpoint'),
+      progressFile: join(dirOf(killed), 'tasks', 'job-9.0', 'progress'),
+      restoring: false,
+    });
+    writeFileSync(join(dirOf(killed), 'tasks', 'job-9.0', 'agent.json'), '{}');
+    const taskPid = (
+      JSON.parse(readFileSync(join(dirOf(killed), 'executor', 'job-9.0', 'pid.json'), 'utf8')) as {
+        pid: number;
+      }
+    ).pid;
+    // One worker killed outright; one that recorded its exit as a worker giving up does, then exited.
+    const exitedAtMs = Date.now();
+    writeFileSync(join(dirOf(gaveUp), WORKER_EXIT_FILE), JSON.stringify({ exitedAtMs, reason: 'gave-up' }));
+    // A live worker with an exit record (an earlier worker's, say) is not taken for dead.
+    writeFileSync(join(dirOf(live), WORKER_EXIT_FILE), JSON.stringify({ exitedAtMs, reason: 'gave-up' }));
+    for (const id of [killed, gaveUp]) {
+      killProcessGroups([pidOf(p, id)]);
+      expect(await waitDead(pidOf(p, id))).toBe(true);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+    const lookedMs = Date.now();
+    expect((await p.list('alpha')).map((i) => i.instanceId)).toEqual([live]);
+    const listed = new Map(
+      (await p.list('alpha', { includeTerminated: true })).map((i) => [i.instanceId, i]),
+    );
+    expect(listed.get(gaveUp)?.state).toBe('terminated');
+    expect(listed.get(gaveUp)?.endedAt?.getTime()).toBe(exitedAtMs);
+    expect(listed.get(killed)?.state).toBe('terminated');
+    expect(listed.get(killed)?.endedAt?.getTime()).toBeGreaterThanOrEqual(lookedMs);
+    expect(listed.get(live)?.state).toBe('running');
+    expect(alive(pidOf(p, live))).toBe(true);
+    // Closed as a terminate closes it: nothing of the instance runs on unbilled.
+    expect(await waitDead(taskPid)).toBe(true);
+    // Seen by another provider object on the same file (a restarted controller) the same way.
+    const reopened = new Map(
+      (await provider(join(tmp, 'dead-worker')).provider.list('alpha', { includeTerminated: true })).map(
+        (i) => [i.instanceId, i.endedAt?.getTime()],
+      ),
+    );
+    expect(reopened.get(gaveUp)).toBe(exitedAtMs);
   });
 
   it('state survives a provider restart: a new provider object finds the instances and their tokens', async () => {

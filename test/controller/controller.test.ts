@@ -354,6 +354,22 @@ describe('controller rounds against an in-memory cloud', () => {
     expect(cloud.live()).toHaveLength(1);
   });
 
+  it('says a vanished instance went in its own cloud’s words (a local worker process gone)', async () => {
+    const cloud = new (class extends FakeCloud {
+      readonly vanishedReason = 'its worker process is gone';
+    })();
+    const { controller, store, clock } = rig({ vanishGraceSeconds: 60 }, { cloud });
+    controller.submit(jobSpec('small', CPU_SMALL), 'research');
+    await controller.runRound();
+    await cloud.terminate([cloud.live()[0]?.id as string]);
+    clock.advance(61);
+    await controller.runRound('period');
+    expect(store.getInstance('inst-1')).toMatchObject({
+      state: 'terminated',
+      reason: 'its worker process is gone',
+    });
+  });
+
   it('closes a vanished instance when the cloud says it ended, not when the sync noticed, within its life', async () => {
     const { controller, store, cloud, clock } = rig({ vanishGraceSeconds: 60 });
     controller.submit(jobSpec('small', CPU_SMALL), 'research');

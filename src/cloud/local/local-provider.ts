@@ -16,7 +16,9 @@ import {
   type LaunchResult,
   type ListOptions,
 } from '../provider.js';
+import { readWorkerExit } from '../../protocol/worker-exit.js';
 import { LocalInstanceFile, type LocalInstance } from './instance-file.js';
+import { findWorkerPid, isWorkerOf } from './worker-spawner.js';
 
 export type { LocalInstance } from './instance-file.js';
 
@@ -26,8 +28,13 @@ export type { LocalInstance } from './instance-file.js';
  * list keep EC2's tag semantics (cluster tag, launch-token idempotency) in a file under the state directory
  * (instance-file.ts: a snapshot and an append-only journal), so a
  * restarted controller finds its instances (and their still-running workers) again. The record is written before the
- * worker is spawned: a crash in between leaves an instance whose worker never registers, which the controller's
- * registration timeout replaces, never a second instance for the same token.
+ * worker is spawned: a crash in between leaves a record without a worker, never a second instance for the same token;
+ * the restarted controller spawns it (startUnstartedWorkers at its start, or a launch re-sent with that token) rather
+ * than leaving the instance to its registration timeout.
+ *
+ * An instance ends with its worker: one whose worker is provably gone (its recorded pid no longer runs it) is closed
+ * by the next list(), when the worker recorded it exited (a worker that gave up, WORKER_EXIT_FILE) or else then, and
+ * its leftover tasks stopped, rather than billed on until the controller's heartbeat timeout.
  *
  * Every local instance is on the one host, in zone `local`; a placement group asked for is recorded (tagged, as EC2
  * does) and always granted: processes on one host are as near as instances get.
@@ -62,6 +69,8 @@ export interface LocalProviderOptions {
 }
 
 export class LocalProvider implements CloudProvider {
+  /** A local instance leaves the list when its worker process is gone (closeGoneWorkers). */
+  readonly vanishedReason = 'its worker process is gone';
   private readonly nowMs: () => number;
   private readonly file: LocalInstanceFile;
 
@@ -85,7 +94,8 @@ export class LocalProvider implements CloudProvider {
     const existing = instances.filter(
       (i) => i.tags[TAG_LAUNCH_TOKEN] === req.idempotencyToken && i.tags[TAG_CLUSTER] === req.clusterName,
     );
-    if (existing.length > 0)
+    if (existing.length > 0) {
+      for (const inst of existing) this.spawnIfNeverStarted(inst);
       return Promise.resolve({
         instanceIds: existing.map((i) => i.instanceId),
         availabilityZone: LOCAL_ZONE,
@@ -93,6 +103,7 @@ export class LocalProvider implements CloudProvider {
         reusedExisting: true,
         ...(existing[0]?.tags[LOCAL_MARKET_TAG] === 'spot' ? { market: 'spot' as const } : {}),
       });
+    }
     const instanceId = `local-${randomBytes(6).toString('hex')}`;
     const record: LocalInstance = {
       instanceId,
@@ -124,6 +135,57 @@ export class LocalProvider implements CloudProvider {
   }
 
   /**
+   * An instance recorded without a pid (a crash between recording it and spawning its worker, or a spawn that
+   * failed): when no worker of it runs and none recorded an exit, the worker is spawned now; otherwise its instance
+   * would wait out the controller's registration timeout and be replaced, billed for nothing. A worker found running
+   * (spawned, its pid never recorded) gets its pid recorded.
+   */
+  private spawnIfNeverStarted(inst: LocalInstance): boolean {
+    if (inst.state !== 'running' || inst.pid !== undefined) return false;
+    const found = findWorkerPid(inst.instanceId);
+    if (found === undefined && readWorkerExit(inst.dir) !== undefined) return false;
+    mkdirSync(inst.dir, { recursive: true });
+    const pid = found ?? this.options.spawner.spawn(inst);
+    if (pid !== undefined) this.file.write([{ ...inst, pid }]);
+    return found === undefined && pid !== undefined;
+  }
+
+  /**
+   * At a controller's start, once its API serves (the workers' address is known): the cluster's instances a crashed
+   * controller recorded but never spawned a worker for get one. The start's cloud sync adopts such an instance by its
+   * launch token, so its launch is not sent again to do it. Returns the instances whose worker was spawned.
+   */
+  startUnstartedWorkers(clusterName: string): string[] {
+    return this.load()
+      .filter((i) => i.tags[TAG_CLUSTER] === clusterName && this.spawnIfNeverStarted(i))
+      .map((i) => i.instanceId);
+  }
+
+  /**
+   * Close the running instances of the cluster whose worker is provably gone: its recorded pid no longer runs it
+   * (checked by command line, never by a bare pid another process may have taken), or, without a pid, it recorded
+   * its exit and no worker of it runs. Each ends when its worker recorded it exited, else now (the first look that
+   * can tell), and its leftover tasks are stopped as a terminate stops them. Returns the instances closed.
+   */
+  async closeGoneWorkers(clusterName: string): Promise<LocalInstance[]> {
+    const exits = new Map<string, number>();
+    const gone = this.load().filter((i) => {
+      if (i.state !== 'running' || i.tags[TAG_CLUSTER] !== clusterName) return false;
+      if (i.pid !== undefined && isWorkerOf(i.pid, i.instanceId)) return false;
+      const exit = readWorkerExit(i.dir);
+      if (i.pid === undefined && (exit === undefined || findWorkerPid(i.instanceId) !== undefined))
+        return false;
+      if (exit !== undefined) exits.set(i.instanceId, exit.exitedAtMs);
+      return true;
+    });
+    if (gone.length === 0) return [];
+    const ids = gone.map((i) => i.instanceId);
+    await this.terminate(ids, exits);
+    const closed = new Set(ids);
+    return this.load().filter((i) => closed.has(i.instanceId));
+  }
+
+  /**
    * Terminate the instances: each ends now, or, given in `exitedAtMs` (a local stop waited for each worker to exit),
    * when its worker exited: an instance is billed while its worker runs, not while the others finish stopping.
    */
@@ -148,6 +210,8 @@ export class LocalProvider implements CloudProvider {
 
   // async: a corrupt state file rejects the promise (callers' .catch sees it) instead of throwing synchronously.
   async list(clusterName: string, options: ListOptions = {}): Promise<CloudInstance[]> {
+    // A dead worker is seen at once, as EC2 lists an instance that stopped, not after the heartbeat timeout.
+    await this.closeGoneWorkers(clusterName);
     return this.load()
       .filter((i) => i.tags[TAG_CLUSTER] === clusterName)
       .filter((i) => options.includeTerminated === true || i.state !== 'terminated')

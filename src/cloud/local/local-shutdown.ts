@@ -1,3 +1,4 @@
+import { readWorkerExit } from '../../protocol/worker-exit.js';
 import type { LocalInstance } from './local-provider.js';
 import { isWorkerOf } from './worker-spawner.js';
 
@@ -14,8 +15,9 @@ export interface WorkerStopOutcome {
   /** exited: after our SIGTERM; gone: was not running; still-running: did not exit within the grace period. */
   readonly outcome: 'exited' | 'gone' | 'still-running';
   /**
-   * When its worker was found gone: within a poll of its exit, or when the stop began for one gone before it.
-   * Undefined for one still running, which ends when it is killed.
+   * When its worker was found gone: within a poll of its exit; for one gone before the stop began, when it recorded
+   * its exit (a worker that gave up), else when the stop began. Undefined for one still running, which ends when it
+   * is killed.
    */
   readonly exitedAtMs?: number | undefined;
 }
@@ -35,7 +37,10 @@ export async function stopWorkersGently(
   const exitedAtMs = new Map<string, number>();
   let waiting = liveWorkers(running);
   const startedMs = Date.now();
-  for (const inst of running) if (!waiting.includes(inst)) exitedAtMs.set(inst.instanceId, startedMs);
+  // A worker that gave up said when it went; later than the stop's start it cannot be, whatever its record says.
+  for (const inst of running)
+    if (!waiting.includes(inst))
+      exitedAtMs.set(inst.instanceId, Math.min(startedMs, readWorkerExit(inst.dir)?.exitedAtMs ?? startedMs));
   const signalled = new Set<string>();
   for (const inst of waiting) {
     try {

@@ -250,6 +250,9 @@ export class ProcessWorkerSpawner implements WorkerSpawner {
   }
 
   private async stopTasks(instance: LocalInstance, engine: WorkerEngine | undefined): Promise<void> {
+    // A worker that recorded no task left none to stop: no engine is asked, so an instance whose worker never ran a
+    // task (one of an older version, its engine unrecorded and guessed) never fails on an engine it did not use.
+    if (recordedTasks(instance.dir).length === 0) return;
     const executor = this.options.executorFor(instance.dir, instance.instanceId, engine);
     // Only this instance's tasks: a Docker engine is shared by every local instance (the agent keeps tasks/<id>/).
     const mine = (await executor.list()).filter((t) =>

@@ -29,6 +29,7 @@ export class FencedCloudProvider implements CloudProvider {
   ) => void;
   readonly unavailableOfferingSeconds?: number | undefined;
   readonly deletePlacementGroups?: (clusterName: string, keep: ReadonlySet<string>) => Promise<string[]>;
+  readonly vanishedReason?: string | undefined;
 
   constructor(
     private readonly inner: CloudProvider,
@@ -42,6 +43,7 @@ export class FencedCloudProvider implements CloudProvider {
       this.markOfferingUnavailable = (typeName, zone, market, sinceSeconds) =>
         inner.markOfferingUnavailable?.(typeName, zone, market, sinceSeconds);
     this.unavailableOfferingSeconds = inner.unavailableOfferingSeconds;
+    this.vanishedReason = inner.vanishedReason;
     // A cloud call like the others: fenced. Left out, a shared state's controllers never deleted a placement group.
     const deleteGroups = inner.deletePlacementGroups?.bind(inner);
     if (deleteGroups !== undefined)

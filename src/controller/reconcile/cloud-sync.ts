@@ -156,7 +156,9 @@ function lossReason(
   if (inst.state === 'terminating') return undefined;
   if (seen === undefined) {
     const since = inst.launchedAtSeconds ?? inst.requestedAtSeconds;
-    return now - since < ctx.settings.vanishGraceSeconds ? undefined : 'vanished from EC2';
+    return now - since < ctx.settings.vanishGraceSeconds
+      ? undefined
+      : (ctx.provider.vanishedReason ?? 'vanished from EC2');
   }
   return seen.state === 'shutting-down' || seen.state === 'stopping' || seen.state === 'stopped'
     ? `EC2 reports it ${seen.state}`

@@ -72,6 +72,12 @@ async function withDockerHost<T>(host: string | undefined, body: () => T): Promi
   }
 }
 
+/** A task the instance's worker recorded (tasks/<id>/agent.json), as the agent records each it runs. */
+function recordTask(inst: LocalInstance, taskId: string): void {
+  mkdirSync(join(inst.dir, 'tasks', taskId), { recursive: true });
+  writeFileSync(join(inst.dir, 'tasks', taskId, 'agent.json'), '{}');
+}
+
 const recorded = (inst: LocalInstance): unknown =>
   JSON.parse(readFileSync(join(inst.dir, WORKER_ENGINE_FILE), 'utf8'));
 
@@ -95,9 +101,11 @@ describe("a local worker's engine", () => {
     expect(recorded(processKind)).toEqual({ executor: 'process' });
 
     // Stopped from an environment with another DOCKER_HOST: the executor is given the recorded engine.
+    const unrecorded = instance();
+    for (const inst of [withHost, unrecorded]) recordTask(inst, 'job-1.0');
     await withDockerHost('unix:///elsewhere.sock', async () => {
       expect(await docker.stop(withHost)).toEqual({ tasksStopped: true });
-      expect(await docker.stop(instance())).toEqual({ tasksStopped: true });
+      expect(await docker.stop(unrecorded)).toEqual({ tasksStopped: true });
     });
     expect(seen).toEqual([{ executor: 'docker', dockerHost: 'unix:///run/worker-engine.sock' }, undefined]);
   });
@@ -107,10 +115,7 @@ describe("a local worker's engine", () => {
     const seen: (WorkerEngine | undefined)[] = [];
     const inst = instance();
     writeFileSync(join(inst.dir, WORKER_ENGINE_FILE), JSON.stringify({ executor: 'docker', dockerHost: 7 }));
-    for (const task of ['job-2.0', 'job-1.0']) {
-      mkdirSync(join(inst.dir, 'tasks', task), { recursive: true });
-      writeFileSync(join(inst.dir, 'tasks', task, 'agent.json'), '{}');
-    }
+    for (const task of ['job-2.0', 'job-1.0']) recordTask(inst, task);
     const outcome = await spawner('docker', seen, warned).stop(inst);
     expect(outcome).toMatchObject({ tasksStopped: false, tasks: ['job-1.0', 'job-2.0'] });
     expect(outcome.tasksStopped === false && outcome.reason).toMatch(
@@ -121,5 +126,19 @@ describe("a local worker's engine", () => {
     expect(warned).toEqual([
       expect.stringMatching(new RegExp(`^could not stop the tasks of local instance ${inst.instanceId}: `)),
     ]);
+  });
+
+  it('stops an instance whose worker recorded no task without asking any engine (an older worker, nothing recorded)', async () => {
+    const inst = instance();
+    const stopper = new ProcessWorkerSpawner({
+      controllerUrl: 'http://127.0.0.1:9',
+      launchSecretKey: 'unused-key',
+      executorKind: 'docker',
+      executorFor: () => {
+        throw new Error('connect ENOENT /var/run/docker.sock');
+      },
+      main: FAKE_WORKER,
+    });
+    expect(await stopper.stop(inst)).toEqual({ tasksStopped: true });
   });
 });

@@ -1,6 +1,8 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import type { LocalInstance } from '../../../cloud/local/local-provider.js';
+import { readWorkerExit } from '../../../protocol/worker-exit.js';
 import { startApiServer, type ApiServer } from '../../../controller/api/server.js';
 import type { Clock } from '../../../controller/clock.js';
 import type { ControllerConfig } from '../../../controller/config.js';
@@ -103,20 +105,25 @@ export async function startController(options: StartupOptions): Promise<ApiServe
     writeFileSync(join(config.stateDir, API_URL_FILE), `${api.url}\n`, { mode: 0o600 });
   }
   try {
-    // Before the recovery's cloud sync, which closes them: workers `fleetwise down` stopped while no controller ran
-    // checkpointed first, as with a clean stop of this controller; they are not lost capacity.
     const local = options.fleet.local;
-    if (local !== undefined && !config.dryRun)
+    if (local !== undefined && !config.dryRun) {
+      // Instances a controller that crashed mid-launch recorded without starting their workers: started now (the
+      // workers can reach this controller), or each would wait out the registration timeout and be replaced.
+      const started = local.provider.startUnstartedWorkers(config.cluster);
+      if (started.length > 0)
+        log.info(`started the workers of ${started.join(', ')}, recorded before a crash but never started`);
+      // Before the recovery's cloud sync, which closes them: workers `fleetwise down` stopped while no controller
+      // ran, and workers that gave up waiting for one, checkpointed first, as with a clean stop of this controller;
+      // they are not lost capacity. Those that gave up are closed here, each when it exited.
+      await local.provider.closeGoneWorkers(config.cluster);
       recordStoppedWithoutController(
         state.store,
-        local.provider
-          .instances()
-          .flatMap((i) =>
-            i.stoppedBy === 'down' && i.terminatedAtMs !== undefined
-              ? [{ cloudId: i.instanceId, atSeconds: i.terminatedAtMs / 1000 }]
-              : [],
-          ),
+        local.provider.instances().flatMap((i) => {
+          const atMs = stoppedWithoutControllerAt(i);
+          return atMs === undefined ? [] : [{ cloudId: i.instanceId, atSeconds: atMs / 1000 }];
+        }),
       );
+    }
     await controller.start();
   } catch (e) {
     // As for a bind failure: the lease is given back with the state, or a standby would wait out a lease that a
@@ -134,6 +141,13 @@ export async function startController(options: StartupOptions): Promise<ApiServe
   // The first backup now (a restored or recovered state is in the object store at once), then every period.
   backups?.schedule.start();
   return api;
+}
+
+/** When a local instance ended as a clean stop would end it, with no controller running; undefined otherwise. */
+function stoppedWithoutControllerAt(instance: LocalInstance): number | undefined {
+  if (instance.state !== 'terminated' || instance.terminatedAtMs === undefined) return undefined;
+  if (instance.stoppedBy === 'down') return instance.terminatedAtMs;
+  return readWorkerExit(instance.dir)?.reason === 'gave-up' ? instance.terminatedAtMs : undefined;
 }
 
 /**
