@@ -253,6 +253,22 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
     });
     if (problems.length > 0) throw new ValidationError(source, problems);
   }
+  if (options.catalog !== undefined) {
+    // A misspelt type would boot at the default delay without a word.
+    const typeNames = options.catalog.types.map((t) => t.name);
+    const problems = Object.keys(parsed.localBootSeconds)
+      .filter((name) => !typeNames.includes(name))
+      .map((name) => {
+        const path = ['localBootSeconds', name];
+        const line = file?.lineAt(path);
+        const near = nearestKey(name, typeNames);
+        return (
+          `${formatFieldPath(path)}${line === undefined ? '' : ` (line ${line})`}: not an instance type of the ` +
+          `catalog${near === undefined ? '' : `, did you mean ${near}?`}`
+        );
+      });
+    if (problems.length > 0) throw new ValidationError(source, problems);
+  }
   // A relative path in the file is relative to the file (as its stateDir always was), one in a flag to the current
   // directory: the same file started from elsewhere keeps its state, objects, catalog and template together.
   const baseOf = (path: string): string =>
@@ -286,6 +302,7 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
     // Reconcile at least as often as rounds run, and every 15 s between long rounds so tasks start soon after
     // their instance is up rather than a whole round later.
     pollSeconds: parsed.pollSeconds ?? Math.min(parsed.roundSeconds, 15),
+    ...(file === undefined ? {} : { file: resolve(file.path) }),
   };
 }
 

@@ -29,6 +29,10 @@ const positive = z.number().finite().positive('must be > 0');
 /** A round a day at the least: a longer period would leave jobs waiting that long, and a simulation never end. */
 export const MAX_ROUND_SECONDS = 86_400;
 export const ROUND_SECONDS_BOUND = `at most ${MAX_ROUND_SECONDS} s (a round a day)`;
+/** `roundSeconds:`, the scheduling period (default 300 s). */
+export const roundSecondsSchema = positive.max(MAX_ROUND_SECONDS, ROUND_SECONDS_BOUND);
+/** `catalog:`, an instance catalog file (relative to the config file's directory). */
+export const catalogPathSchema = z.string().min(1);
 const nonNegative = z.number().finite().nonnegative('must be ≥ 0');
 
 /**
@@ -59,7 +63,8 @@ const quotaSchema = z
   .strictObject({
     /** Quota group, e.g. `standard`, `p`, `g-vt` (or a group named in `familyGroups`). */
     group: z.string().min(1),
-    maxVcpus: nonNegative.optional(),
+    // Whole numbers, as AWS counts quotas and instances hold vCPUs and GPUs (simulate's `--quota` alike).
+    maxVcpus: z.number().int('a whole number').nonnegative('must be ≥ 0').optional(),
     maxGpus: z.number().int('a whole number').nonnegative('must be ≥ 0').optional(),
   })
   .refine((q) => q.maxVcpus !== undefined || q.maxGpus !== undefined, 'give maxVcpus, maxGpus or both');
@@ -113,7 +118,7 @@ const capsSchema = z
  * Eva and its ablations; the baselines have none. Unknown keys are errors.
  */
 const unitRate = z.number().finite().gt(0, 'must be > 0').max(1, 'must be ≤ 1');
-const schedulerSchema = z
+export const schedulerSchema = z
   .strictObject({
     /**
      * Any registered policy: Eva, its ablations, or a baseline (to compare them on a real cluster). The controller has
@@ -406,11 +411,11 @@ export const controllerConfigSchema = z
      */
     metricsAuth: z.enum(METRICS_AUTH_MODES).default('none'),
     /** Seconds between scheduling rounds (Eva's reference: 300 s); arrivals, completions and drains bring one forward. */
-    roundSeconds: positive.max(MAX_ROUND_SECONDS, ROUND_SECONDS_BOUND).default(300),
+    roundSeconds: roundSecondsSchema.default(300),
     /** Seconds between reconciliation passes (EC2 state, task starts and stops, terminations) between rounds. */
     pollSeconds: positive.optional(),
     /** Instance catalog file; default: the bundled catalog. */
-    catalog: z.string().min(1).optional(),
+    catalog: catalogPathSchema.optional(),
     /**
      * Savings Plans or reserved prices laid over the catalog's (and over every price refresh): a discount in percent,
      * then on-demand and spot $/hour per type that win. Absent: the catalog's list prices.
@@ -550,6 +555,11 @@ export type ParsedControllerConfig = z.output<typeof controllerConfigSchema>;
 
 /** The configuration with defaults resolved against the environment. */
 export interface ControllerConfig extends ParsedControllerConfig {
+  /**
+   * The configuration file it was read from (absolute), when known: the quotas the controller runs under are named
+   * with it (settings.ts `capsOf`). Absent for a configuration from flags alone.
+   */
+  readonly file?: string | undefined;
   readonly region: string;
   readonly objectStore: string;
   readonly pollSeconds: number;

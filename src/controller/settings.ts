@@ -1,3 +1,4 @@
+import type { FamilyGroupQuota } from '../core/quota-groups.js';
 import type { QueueCaps } from '../queue/caps.js';
 import type { AdmitBy } from '../queue/admission.js';
 import type { WfqConfig } from '../queue/wfq.js';
@@ -70,7 +71,7 @@ export function settingsFromConfig(config: ControllerConfig): ControllerSettings
     clusterName: config.cluster,
     roundSeconds: config.roundSeconds,
     pollSeconds: config.pollSeconds,
-    caps: capsOf(config.caps),
+    caps: capsOf(config.caps, config.file),
     queue: config.queue,
     admitBy: admitByOf(config),
     eva: evaTunables(config.scheduler),
@@ -137,8 +138,28 @@ export function admitByOf(config: ControllerConfig): AdmitBy {
   return config.caps.admitBy ?? 'plan-cost';
 }
 
-/** The caps of a config without the admission setting that sits beside them. */
-export function capsOf(caps: ControllerConfig['caps']): QueueCaps {
-  const { admitBy: _admitBy, ...rest } = caps;
-  return rest;
+/**
+ * The caps of a config without the admission setting that sits beside them, each quota named by its entry
+ * (`fleetwise.yaml: caps.quotas.0 (group p, maxGpus 2)`, with `file`, the config file's path, when it came from one):
+ * a message about a quota (a job that never fits under it) then names the field to change, not a command-line flag.
+ */
+export function capsOf(caps: ControllerConfig['caps'], file?: string): QueueCaps {
+  const { admitBy: _admitBy, quotas, ...rest } = caps;
+  if (quotas === undefined) return rest;
+  return {
+    ...rest,
+    quotas: quotas.map((q, i) => ({
+      ...q,
+      source: `${file === undefined ? '' : `${file}: `}caps.quotas.${i} (${quotaEntry(q)})`,
+    })),
+  };
+}
+
+/** A config's quota entry as its fields read, e.g. `group p, maxGpus 2`. */
+function quotaEntry(q: FamilyGroupQuota): string {
+  return [
+    `group ${q.group}`,
+    ...(q.maxVcpus === undefined ? [] : [`maxVcpus ${q.maxVcpus}`]),
+    ...(q.maxGpus === undefined ? [] : [`maxGpus ${q.maxGpus}`]),
+  ].join(', ');
 }

@@ -157,7 +157,7 @@ describe('simulate/tune flag parsing', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('reads the caps: section tune prints beside the queue, and refuses any other section', () => {
+  it('reads the caps: section tune prints beside the queue, and refuses a section tune does not print', () => {
     const dir = mkdtempSync(join(tmpdir(), 'fw-queue-config-'));
     const tuned = join(dir, 'tuned.yaml');
     writeFileSync(
@@ -166,14 +166,65 @@ describe('simulate/tune flag parsing', () => {
     );
     expect(readQueueConfigFile(tuned).caps).toEqual({ maxCostPerHour: 20, admitBy: 'plan-cost' });
     const controllerConfig = join(dir, 'controller.yaml');
-    writeFileSync(controllerConfig, 'queue:\n  classes:\n    - { id: all, weight: 1 }\nroundSeconds: 60\n');
+    writeFileSync(
+      controllerConfig,
+      'queue:\n  classes:\n    - { id: all, weight: 1 }\nroundSeconds: 60\ncluster: c\nstateDir: s\n',
+    );
     expect(() => readQueueConfigFile(controllerConfig)).toThrow(
-      'roundSeconds: a queue config has a queue: section and, as fleetwise tune prints it, a caps: section; ' +
-        'give a whole controller config with --config',
+      'cluster, stateDir: a queue config has a queue: section and, as fleetwise tune prints them, caps:, ' +
+        'scheduler:, roundSeconds:, catalog:, priceOverrides: sections; give a whole controller config with --config',
     );
     const badCaps = join(dir, 'bad-caps.yaml');
     writeFileSync(badCaps, 'queue:\n  classes:\n    - { id: all, weight: 1 }\ncaps:\n  admitBy: cheapest\n');
     expect(() => readQueueConfigFile(badCaps)).toThrow(/caps[\s\S]*admitBy/);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('reads the scheduler, period, catalog and prices tune prints, each checked as a controller config checks it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fw-queue-config-'));
+    const queue = 'queue:\n  classes:\n    - { id: all, weight: 1 }\n';
+    const tuned = join(dir, 'tuned.yaml');
+    writeFileSync(
+      tuned,
+      queue +
+        'scheduler:\n  name: no-packing\nroundSeconds: 60\ncatalog: catalogs/mine.json\n' +
+        'priceOverrides:\n  discountPercent: 28\n',
+    );
+    expect(readQueueConfigFile(tuned)).toMatchObject({
+      scheduler: { name: 'no-packing' },
+      roundSeconds: 60,
+      // A relative catalog is read from the file's directory, as a controller config's.
+      catalog: join(dir, 'catalogs', 'mine.json'),
+      priceOverrides: { overrides: { discountPercent: 28 }, source: `${tuned}: priceOverrides` },
+    });
+    const bad = join(dir, 'bad.yaml');
+    writeFileSync(
+      bad,
+      queue +
+        'scheduler:\n  name: nope\n  paybackMargin: 0.5\nroundSeconds: 0.5\ncatalog: ""\n' +
+        'priceOverrides:\n  discountPercent: 120\n',
+    );
+    let refused: unknown;
+    try {
+      readQueueConfigFile(bad);
+    } catch (e) {
+      refused = e;
+    }
+    expect(refused).toBeInstanceOf(ValidationError);
+    const problems = (refused as ValidationError).problems;
+    expect((refused as ValidationError).source).toBe(bad);
+    for (const field of [
+      'scheduler.name',
+      'scheduler.paybackMargin',
+      'roundSeconds',
+      'catalog',
+      'priceOverrides.discountPercent',
+    ])
+      expect(
+        problems.some((p) => p.startsWith(`${field}: `)),
+        field,
+      ).toBe(true);
+    expect(problems).toContain('roundSeconds: at least 1 s (a simulation spans weeks)');
     rmSync(dir, { recursive: true, force: true });
   });
 

@@ -138,6 +138,25 @@ describe('simulate --price-overrides', () => {
     expect(priceIn(plan('--config', config, '--price-overrides', EXAMPLE).catalog, 'p3.2xlarge')).toBe(1.99);
   });
 
+  it("refuses a controller config's spot discount without --spot on too, naming the config's field", () => {
+    const config = file(
+      'spot-discount-config.yaml',
+      ['cluster: c', 'stateDir: s', 'priceOverrides:', '  spotDiscountPercent: 50'].join('\n'),
+    );
+    expect(refusal(() => plan('--config', config))).toMatchObject({
+      source: config,
+      problems: [
+        'priceOverrides.spotDiscountPercent: discounts spot instances: needs --spot on (without it the runs buy on ' +
+          'demand only)',
+      ],
+    });
+    // With spot on it halves every spot price of the catalog.
+    const list = plan('--spot', 'on').catalog.spot?.offerings ?? [];
+    const halved = plan('--config', config, '--spot', 'on').catalog.spot?.offerings ?? [];
+    expect(halved.length).toBeGreaterThan(0);
+    expect(halved.map((o) => o.pricePerHour)).toEqual(list.map((o) => o.pricePerHour / 2));
+  });
+
   it("takes a controller config's priceOverrides under --config, the flag over them", () => {
     const config = file(
       'fleetwise.yaml',

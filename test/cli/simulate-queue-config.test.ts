@@ -2,12 +2,18 @@
  * `simulate --queue-config` with what `fleetwise tune` prints: the queue, and the caps and `admitBy` it was tuned
  * under, so the run is the one tune measured unless a flag says otherwise.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
 import { parseSimulateArgs } from '../../src/cli/commands/simulate.js';
 import { simulationPlan } from '../../src/cli/commands/simulate-plan.js';
+import { BUNDLED_CATALOG_PATH } from '../../src/cloud/catalog-file.js';
+import type { Catalog } from '../../src/core/catalog.js';
+import { ValidationError } from '../../src/core/validation.js';
+import { parseWfqConfig } from '../../src/queue/wfq.js';
+import { controllerYaml } from '../../src/sim/report/tune-json.js';
 import type { RunRequest } from '../../src/sim/run-request.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'fleetwise-simulate-queue-config-'));
@@ -34,5 +40,145 @@ describe('simulate --queue-config with a caps: section', () => {
       `--format eva --jobs 5 --scheduler eva --queue-config ${tuned} --cap-dollars-per-hour 30 --admit-by standalone`,
     ).queue;
     expect(queue).toMatchObject({ caps: { maxCostPerHour: 30 }, admitBy: 'standalone' });
+  });
+});
+
+/**
+ * A config as `fleetwise tune` prints it (src/cli/commands/tune.ts): the queue under its comment, the caps, then the
+ * scheduler, period, catalog and prices it ran with, each written as tune writes it.
+ */
+function tunePrinted(
+  name: string,
+  settings: {
+    readonly scheduler?: Record<string, unknown>;
+    readonly roundSeconds?: number;
+    readonly catalog?: string;
+    readonly priceOverrides?: Record<string, unknown>;
+  },
+): string {
+  const path = join(dir, name);
+  const pricesFrom = join(dir, `${name}-prices.yaml`);
+  writeFileSync(
+    path,
+    controllerYaml(
+      parseWfqConfig({ classes: [{ id: 'all', weight: 1 }] }),
+      'fleetwise tune: c0 (balanced) on pai_200, no-packing under $20/hour\nmean JCT 1.000 h',
+    ) +
+      stringify({ caps: { maxCostPerHour: 20, admitBy: 'plan-cost' } }, { lineWidth: 0 }) +
+      (settings.scheduler === undefined ? '' : stringify({ scheduler: settings.scheduler })) +
+      (settings.roundSeconds === undefined ? '' : stringify({ roundSeconds: settings.roundSeconds })) +
+      (settings.catalog === undefined
+        ? ''
+        : `# the catalog simulated with, absolute: a relative path here would be read from this file's directory\n` +
+          stringify({ catalog: settings.catalog }, { lineWidth: 0 })) +
+      (settings.priceOverrides === undefined
+        ? ''
+        : `# from ${pricesFrom}\n` +
+          stringify({ priceOverrides: settings.priceOverrides }, { lineWidth: 0 })),
+  );
+  return path;
+}
+
+const SAVINGS_PLAN = { discountPercent: 28, pricePerType: { 'p3.2xlarge': 1.99, 'c7i.large': 0.056 } };
+const plan = (flags: string) => simulationPlan(parseSimulateArgs(flags.split(' '), 'test'));
+const priceIn = (c: Catalog, type: string) => c.types.find((t) => t.name === type)?.costPerHour;
+
+function refusal(fn: () => unknown): ValidationError {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof ValidationError) return e;
+    throw e;
+  }
+  throw new Error('expected a ValidationError');
+}
+
+describe('simulate --queue-config with the scheduler, period, catalog and prices tune printed', () => {
+  const catalog = join(dir, 'mine.json');
+  copyFileSync(BUNDLED_CATALOG_PATH, catalog);
+  const full = tunePrinted('full.yaml', {
+    scheduler: { name: 'no-packing' },
+    roundSeconds: 60,
+    catalog,
+    priceOverrides: SAVINGS_PLAN,
+  });
+
+  it('runs the policy, period, catalog and prices the file says, where no flag sets them', () => {
+    const p = plan(`--format eva --jobs 5 --scheduler no-packing --queue-config ${full}`);
+    const r = p.requests[0] as RunRequest;
+    expect(r).toMatchObject({ scheduler: 'no-packing', roundSeconds: 60, catalogPath: catalog });
+    expect(r.priceOverrides).toEqual(SAVINGS_PLAN);
+    expect(priceIn(p.catalog, 'p3.2xlarge')).toBe(1.99);
+    expect(r.queue).toMatchObject({ kind: 'wfq', caps: { maxCostPerHour: 20 }, admitBy: 'plan-cost' });
+    // The report names them as the runs took them.
+    expect(p.roundSeconds).toBe(60);
+    expect(p.priceOverridesSource).toBe(`${full}: priceOverrides`);
+  });
+
+  it('lets each flag, and a controller config, win over the file', () => {
+    const other = join(dir, 'half.yaml');
+    writeFileSync(other, 'discountPercent: 50\n');
+    const r = plan(
+      `--format eva --jobs 5 --scheduler no-packing --queue-config ${full} --round-seconds 120 ` +
+        `--catalog ${BUNDLED_CATALOG_PATH} --price-overrides ${other}`,
+    ).requests[0] as RunRequest;
+    expect(r).toMatchObject({ roundSeconds: 120, catalogPath: BUNDLED_CATALOG_PATH });
+    expect(r.priceOverrides).toEqual({ discountPercent: 50 });
+    const config = join(dir, 'controller.yaml');
+    writeFileSync(
+      config,
+      'cluster: c\nstateDir: s\nroundSeconds: 30\npriceOverrides:\n  discountPercent: 10\n',
+    );
+    const configured = plan(
+      `--format eva --jobs 5 --scheduler no-packing --queue-config ${full} --config ${config}`,
+    ).requests[0] as RunRequest;
+    expect(configured.roundSeconds).toBe(30);
+    expect(configured.priceOverrides).toEqual({ discountPercent: 10 });
+  });
+
+  it('refuses the file beside a --scheduler without the policy its queue was tuned for, naming both', () => {
+    const e = refusal(() => plan(`--format eva --jobs 5 --scheduler eva,stratus --queue-config ${full}`));
+    expect(e.source).toBe(`${full}: scheduler`);
+    expect(e.problems).toEqual([
+      'name no-packing: the queue was tuned for no-packing, and --scheduler runs eva, stratus: add no-packing to ' +
+        '--scheduler, or tune the queue for the policy run',
+    ]);
+    // Among other policies, it is run.
+    expect(
+      plan(`--format eva --jobs 5 --scheduler eva,no-packing --queue-config ${full}`).requests.map(
+        (r) => r.scheduler,
+      ),
+    ).toEqual(['eva', 'no-packing']);
+  });
+
+  it("applies the section's Eva tunables to the runs of its policy only", () => {
+    const tuned = tunePrinted('eva-rp.yaml', { scheduler: { name: 'eva-rp', paybackMargin: 4 } });
+    const [eva, rp] = plan(`--format eva --jobs 5 --scheduler eva,eva-rp --queue-config ${tuned}`).requests;
+    expect(rp).toMatchObject({ scheduler: 'eva-rp', evaPaybackMargin: 4 });
+    expect(eva?.scheduler).toBe('eva');
+    expect(eva?.evaPaybackMargin).toBeUndefined();
+    // The flag over it.
+    const flagged = plan(
+      `--format eva --jobs 5 --scheduler eva-rp --queue-config ${tuned} --eva-payback-margin 2`,
+    ).requests[0];
+    expect(flagged?.evaPaybackMargin).toBe(2);
+  });
+
+  it('refuses its spot prices and spot discount without --spot on, naming the file, as a --price-overrides file', () => {
+    for (const [name, overrides, field] of [
+      ['spot-prices.yaml', { spotPricePerType: { 'c7i.large': 0.03 } }, 'spotPricePerType prices'],
+      ['spot-discount.yaml', { spotDiscountPercent: 50 }, 'spotDiscountPercent discounts'],
+    ] as const) {
+      const tuned = tunePrinted(name, { priceOverrides: overrides });
+      const e = refusal(() => plan(`--format eva --jobs 5 --scheduler no-packing --queue-config ${tuned}`));
+      expect(e.source).toBe(`${tuned}: priceOverrides`);
+      expect(e.problems).toEqual([
+        `${field} spot instances: needs --spot on (without it the runs buy on demand only)`,
+      ]);
+      expect(
+        plan(`--format eva --jobs 5 --scheduler no-packing --queue-config ${tuned} --spot on`).requests[0]
+          ?.priceOverrides,
+      ).toEqual(overrides);
+    }
   });
 });

@@ -1,8 +1,8 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
+import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { AWS_QUOTA_GROUPS } from '../../src/controller/config.js';
 import { loadControllerConfig } from '../../src/controller/config-loading.js';
 import { settingsFromConfig } from '../../src/controller/settings.js';
@@ -68,11 +68,23 @@ describe('controller configuration: caps quotas and the queue section', () => {
     const typed = problems([
       'caps:',
       '  quotas:',
-      '    - { group: p, maxGpus: 1.5 }', //      line 5
-      '    - { group: standard, maxVcpu: 8 }', // line 6
+      '    - { group: p, maxGpus: 1.5 }', //          line 5
+      '    - { group: standard, maxVcpu: 8 }', //     line 6
+      '    - { group: x, maxVcpus: 95.5 }', //        line 7
     ]);
     expect(typed).toContain('caps.quotas.0.maxGpus (line 5): a whole number');
     expect(typed).toContain('caps.quotas.1.maxVcpu (line 6): unknown field, did you mean maxVcpus?');
+    // AWS counts quotas in whole vCPUs, as simulate's --quota takes them.
+    expect(typed).toContain('caps.quotas.2.maxVcpus (line 7): a whole number');
+    // The example configs hold to it.
+    const examples = join(PROJECT_ROOT, 'examples', 'config');
+    const files = readdirSync(examples).filter((f) => /\.ya?ml$/.test(f));
+    expect(files.length).toBeGreaterThan(0);
+    for (const f of files)
+      expect(
+        loadControllerConfig({ flags: { config: join(examples, f) }, env: {}, defaultRegion: 'us-east-1' })
+          .cluster,
+      ).toEqual(expect.any(String));
     const found = problems([
       'caps:',
       '  quotas:',

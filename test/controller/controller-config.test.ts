@@ -79,6 +79,24 @@ describe('controller configuration', () => {
     });
   });
 
+  it('refuses a localBootSeconds type the catalog lacks, naming its line and the type it likely meant', () => {
+    const catalog: Catalog = JSON.parse(
+      readFileSync(join(PROJECT_ROOT, 'instance-catalogs', 'aws-us-east-1.json'), 'utf8'),
+    ) as Catalog;
+    const path = file('boot.yaml', 'cluster: a\nstateDir: st\nlocalBootSeconds:\n  c7i.large: 5\n  c7i.larg: 5\n');
+    const refused = problemsOf(() =>
+      loadControllerConfig({ flags: { config: path }, env: {}, defaultRegion: 'us-east-1', catalog }),
+    );
+    expect(refused.problems).toEqual([
+      'localBootSeconds.c7i.larg (line 5): not an instance type of the catalog, did you mean c7i.large?',
+    ]);
+    const fine = file('boot-ok.yaml', 'cluster: a\nstateDir: st\nlocalBootSeconds:\n  c7i.large: 5\n');
+    expect(
+      loadControllerConfig({ flags: { config: fine }, env: {}, defaultRegion: 'us-east-1', catalog })
+        .localBootSeconds,
+    ).toEqual({ 'c7i.large': 5 });
+  });
+
   it('refuses a key given twice, naming the line of the repeat', () => {
     const path = file('twice.yaml', 'cluster: a\nroundSeconds: 60\nroundSeconds: 120\n');
     const refused = problemsOf(() =>

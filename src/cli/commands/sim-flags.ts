@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { readFileSync, statSync } from 'node:fs';
-import { extname } from 'node:path';
+import { dirname, extname, resolve } from 'node:path';
 import { ADMIT_BY } from '../../queue/admission.js';
 import { parseWfqConfig, type WfqConfig } from '../../queue/wfq.js';
 import { readYamlOrJsonFile } from '../flag-file.js';
@@ -21,7 +21,13 @@ import { MAX_ARRIVAL_RATE_SCALE, MIN_ARRIVAL_RATE_SCALE } from '../../sim/traces
 import type { Trace } from '../../world/trace.js';
 import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
 import type { ReportSettings } from '../../sim/report/json.js';
-import { MAX_ROUND_SECONDS, ROUND_SECONDS_BOUND } from '../../controller/config.js';
+import {
+  catalogPathSchema,
+  MAX_ROUND_SECONDS,
+  ROUND_SECONDS_BOUND,
+  roundSecondsSchema,
+  schedulerSchema,
+} from '../../controller/config.js';
 import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../../core/model.js';
 
 /** Flag parsing shared by `simulate` and `tune` (commander hands over strings; zod checks them). */
@@ -111,15 +117,20 @@ export function readPriceOverridesFile(path: string): PriceOverridesFromFile {
 }
 
 /**
- * A `--price-overrides` file's spot prices or spot discount where no spot instance is bought (spot off, or a command
- * that buys on demand only) would price nothing: refused naming the flag, before the catalog's own check blames the
- * catalog.
+ * A `--price-overrides` file's spot prices or spot discount (or a `--queue-config` file's `priceOverrides:`) where no
+ * spot instance is bought (spot off, or a command that buys on demand only) would price nothing: refused naming where
+ * they were given, before the catalog's own check blames the catalog.
  */
-export function refuseSpotPricesWithoutSpot(prices: PriceOverridesFromFile | undefined, why: string): void {
+export function refuseSpotPricesWithoutSpot(
+  prices: PriceOverridesFromFile | undefined,
+  why: string,
+  /** Where the prices were given: the flag, or the file and section they were read from. */
+  where = '--price-overrides',
+): void {
   if (prices?.overrides.spotPricePerType !== undefined)
-    throw new ValidationError('--price-overrides', [`spotPricePerType prices spot instances: ${why}`]);
+    throw new ValidationError(where, [`spotPricePerType prices spot instances: ${why}`]);
   if (prices?.overrides.spotDiscountPercent !== undefined)
-    throw new ValidationError('--price-overrides', [`spotDiscountPercent discounts spot instances: ${why}`]);
+    throw new ValidationError(where, [`spotDiscountPercent discounts spot instances: ${why}`]);
 }
 
 export function addPriceOverridesOption(command: Command): Command {
@@ -257,34 +268,71 @@ const queueFileCapsSchema = z.strictObject({
 });
 export type QueueFileCaps = z.output<typeof queueFileCapsSchema>;
 
-/** A `--queue-config` file: its WFQ config, and the caps it was tuned under when it says them. */
+/**
+ * The sections `fleetwise tune` prints beside `queue:` (the settings it ran with), each checked by the controller
+ * config's own schema for it, so what a controller takes from the printed config is what a simulation takes.
+ */
+const tunedSectionsSchema = z.object({
+  caps: queueFileCapsSchema.optional(),
+  scheduler: schedulerSchema.optional(),
+  // The controller's bound, and the simulated period's (a simulation spans weeks).
+  roundSeconds: roundSecondsSchema.pipe(simulatedPeriodSeconds).optional(),
+  catalog: catalogPathSchema.optional(),
+  priceOverrides: priceOverridesSchema.optional(),
+});
+const TUNED_SECTIONS = ['caps', 'scheduler', 'roundSeconds', 'catalog', 'priceOverrides'] as const;
+
+/** A `--queue-config` file: its WFQ config, and the settings it was tuned under when it says them. */
 export interface QueueConfigFile {
   readonly queue: WfqConfig;
   readonly caps?: QueueFileCaps | undefined;
+  /** The policy the queue was tuned for (and any Eva tunables it ran with). */
+  readonly scheduler?: SchedulerSection | undefined;
+  readonly roundSeconds?: number | undefined;
+  /** Absolute: a relative path is read from the file's directory, as a controller config's is. */
+  readonly catalog?: string | undefined;
+  /** Its `priceOverrides:`, named by the file and section. */
+  readonly priceOverrides?: PriceOverridesFromFile | undefined;
 }
+
+/** A controller config's `scheduler:` section: the policy's name, and Eva's tunables. */
+export type SchedulerSection = z.output<typeof schedulerSchema>;
 
 /**
  * `--queue-config FILE`: a WFQ config in YAML or JSON, either bare or as the controller config's `queue:` section,
- * with the `caps:` section beside it that `fleetwise tune` prints (the caps and `admitBy` it was tuned under: a run
- * of its config sized otherwise would not be the run it measured). Validated with the errors naming the file and
- * field; a section besides those two is refused, not ignored (a whole controller config goes in `--config`).
+ * with the sections beside it that `fleetwise tune` prints: `caps:` (the caps and `admitBy` it was tuned under), and
+ * the `scheduler:`, `roundSeconds:`, `catalog:` and `priceOverrides:` it ran with when not the defaults (a run of its
+ * config under other settings would not be the run it measured). Validated with the errors naming the file and field;
+ * any other section is refused, not ignored (a whole controller config goes in `--config`).
  */
 export function readQueueConfigFile(path: string): QueueConfigFile {
   const value = readYamlOrJsonFile(path, '--queue-config');
   if (typeof value !== 'object' || value === null || !('queue' in value))
     return { queue: parseWfqConfig(value, path) };
   const sections = value as Record<string, unknown>;
-  const others = Object.keys(sections).filter((k) => k !== 'queue' && k !== 'caps');
+  const others = Object.keys(sections).filter(
+    (k) => k !== 'queue' && !(TUNED_SECTIONS as readonly string[]).includes(k),
+  );
   if (others.length > 0)
     throw new ValidationError(path, [
-      `${others.join(', ')}: a queue config has a queue: section and, as fleetwise tune prints it, a caps: section; ` +
-        'give a whole controller config with --config',
+      `${others.join(', ')}: a queue config has a queue: section and, as fleetwise tune prints them, ` +
+        `${TUNED_SECTIONS.map((k) => `${k}:`).join(', ')} sections; give a whole controller config with --config`,
     ]);
+  const queue = parseWfqConfig(sections.queue, path);
+  const { caps, scheduler, roundSeconds, catalog, priceOverrides } = parseWith(
+    tunedSectionsSchema,
+    sections,
+    path,
+  );
   return {
-    queue: parseWfqConfig(sections.queue, path),
-    ...(sections.caps === undefined
+    queue,
+    ...(caps === undefined ? {} : { caps }),
+    ...(scheduler === undefined ? {} : { scheduler }),
+    ...(roundSeconds === undefined ? {} : { roundSeconds }),
+    ...(catalog === undefined ? {} : { catalog: resolve(dirname(path), catalog) }),
+    ...(priceOverrides === undefined
       ? {}
-      : { caps: parseWith(queueFileCapsSchema, sections.caps, `${path}: caps`) }),
+      : { priceOverrides: { overrides: priceOverrides, source: `${path}: priceOverrides` } }),
   };
 }
 

@@ -17,29 +17,63 @@ import {
   readQueueConfigFile,
   refuseSpotPricesWithoutSpot,
   type PriceOverridesFromFile,
+  type QueueConfigFile,
+  type SchedulerSection,
 } from './sim-flags.js';
-import { checkDependentFlags } from './simulate-flag-rules.js';
+import { checkDependentFlags, isEvaScheduler } from './simulate-flag-rules.js';
 import { parseQuotaFlags, parseSimulateOptions, type RawSimulateOptions } from './simulate-options.js';
 
 /**
- * Spot prices (`spotPricePerType`) with spot off would price nothing: refused, whether from `--price-overrides` or a
- * controller config's `priceOverrides:` (when no flag overrides them). Checked before the catalog loads, since with spot
- * off it has no spot pools and the overrides' check against it would blame the catalog instead.
+ * Spot prices (`spotPricePerType`) or a spot discount (`spotDiscountPercent`) with spot off would price nothing:
+ * refused, from `--price-overrides`, else a controller config's `priceOverrides:` (`--config`), else a tuned queue
+ * config's (`--queue-config`): whichever the runs take. Checked before the catalog loads, since with spot off it has no
+ * spot pools and the overrides' check against it would blame the catalog instead.
  */
 function refuseSpotPricesWithSpotOff(
   flagPrices: PriceOverridesFromFile | undefined,
   configPath: string | undefined,
+  tunedPrices: PriceOverridesFromFile | undefined,
 ): void {
   const why = 'needs --spot on (without it the runs buy on demand only)';
   if (flagPrices !== undefined) {
     refuseSpotPricesWithoutSpot(flagPrices, why);
     return;
   }
-  if (configPath === undefined) return;
-  // The region is irrelevant here (the full load below checks the file against the catalog).
-  const config = loadControllerConfig({ flags: { config: configPath }, defaultRegion: 'us-east-1' });
-  if (config.priceOverrides?.spotPricePerType !== undefined)
-    throw new ValidationError(configPath, [`priceOverrides.spotPricePerType: prices spot instances: ${why}`]);
+  if (configPath !== undefined) {
+    // The region is irrelevant here (the full load below checks the file against the catalog).
+    const config = loadControllerConfig({ flags: { config: configPath }, defaultRegion: 'us-east-1' });
+    const overrides = config.priceOverrides;
+    if (overrides?.spotPricePerType !== undefined)
+      throw new ValidationError(configPath, [
+        `priceOverrides.spotPricePerType: prices spot instances: ${why}`,
+      ]);
+    if (overrides?.spotDiscountPercent !== undefined)
+      throw new ValidationError(configPath, [
+        `priceOverrides.spotDiscountPercent: discounts spot instances: ${why}`,
+      ]);
+    if (overrides !== undefined) return;
+  }
+  if (tunedPrices !== undefined) refuseSpotPricesWithoutSpot(tunedPrices, why, tunedPrices.source);
+}
+
+/**
+ * A tuned queue config's `scheduler:` section: the policy its queue was tuned for, which one of the runs must be (a
+ * run of another policy would not be the run tune measured; `--scheduler` is required, so it cannot stand in for the
+ * flag). Its tunables then apply to that policy's runs, as a controller config's `scheduler:` section's would.
+ */
+function tunedSchedulerOf(
+  file: QueueConfigFile | undefined,
+  schedulers: readonly string[],
+  path: string | undefined,
+): SchedulerSection | undefined {
+  const section = file?.scheduler;
+  if (section === undefined) return undefined;
+  if (!schedulers.includes(section.name))
+    throw new ValidationError(`${path ?? '--queue-config'}: scheduler`, [
+      `name ${section.name}: the queue was tuned for ${section.name}, and --scheduler runs ` +
+        `${schedulers.join(', ')}: add ${section.name} to --scheduler, or tune the queue for the policy run`,
+    ]);
+  return section;
 }
 
 /**
@@ -47,9 +81,14 @@ function refuseSpotPricesWithSpotOff(
  * queue layer, and one run request per (scheduler, value of time). `bench arms` plans its arms through this too.
  */
 export function simulationPlan(raw: RawSimulateOptions) {
-  const o = parseSimulateOptions(raw);
+  const flags = parseSimulateOptions(raw);
+  // Read before the catalog loads: a tuned queue config may name the catalog and the prices it ran with.
+  const queueFile = flags.queueConfig === undefined ? undefined : readQueueConfigFile(flags.queueConfig);
+  const tunedScheduler = tunedSchedulerOf(queueFile, flags.schedulers, flags.queueConfig);
+  // Its catalog where no --catalog is given.
+  const o = { ...flags, catalog: flags.catalog ?? queueFile?.catalog };
   const flagPrices = o.priceOverrides === undefined ? undefined : readPriceOverridesFile(o.priceOverrides);
-  if (o.spot !== 'on') refuseSpotPricesWithSpotOff(flagPrices, o.config);
+  if (o.spot !== 'on') refuseSpotPricesWithSpotOff(flagPrices, o.config, queueFile?.priceOverrides);
   const loaded = loadTraceFlags(o, o.spot === 'on', flagPrices);
   const { traceSpec, trace } = loaded;
 
@@ -63,24 +102,24 @@ export function simulationPlan(raw: RawSimulateOptions) {
           // Its price overrides are checked against the catalog only when they are the ones the runs take.
           ...(flagPrices === undefined ? { catalog: loaded.catalog } : {}),
         });
-  // Prices as the flag says, else as a controller config's `priceOverrides:` says (both runtimes alike).
+  // Prices as the flag says, else as a controller config's `priceOverrides:` says, else as a tuned queue config's
+  // (both runtimes alike).
   const prices =
     flagPrices ??
     (config?.priceOverrides === undefined
-      ? undefined
+      ? queueFile?.priceOverrides
       : { overrides: config.priceOverrides, source: `${o.config ?? 'config'}: priceOverrides` });
   const catalog =
     flagPrices === undefined && prices !== undefined
       ? applyPriceOverrides(loaded.catalog, prices.overrides, prices.source)
       : loaded.catalog;
   const quotas = runQuotas(o.quota ?? [], config?.caps, o.config);
-  const queueFile = o.queueConfig === undefined ? undefined : readQueueConfigFile(o.queueConfig);
   const queueConfig = queueFile === undefined ? config?.queue : queueFile.queue;
   // The caps a tuned queue config was measured under, where no flag and no controller config says otherwise.
   const capDollarsPerHour =
     o.capDollarsPerHour ?? config?.caps.maxCostPerHour ?? queueFile?.caps?.maxCostPerHour;
   const capInstances = o.capInstances ?? config?.caps.maxInstances ?? queueFile?.caps?.maxInstances;
-  const roundSeconds = o.roundSeconds ?? config?.roundSeconds;
+  const roundSeconds = o.roundSeconds ?? config?.roundSeconds ?? queueFile?.roundSeconds;
   if (queueConfig !== undefined && o.queue !== undefined && o.queue !== 'wfq')
     throw new ValidationError('--queue-config', [
       `a WFQ config needs --queue wfq (or no --queue), not --queue ${o.queue}`,
@@ -124,8 +163,19 @@ export function simulationPlan(raw: RawSimulateOptions) {
     throw new ValidationError('--runtime', [
       'the simulated network (--latency-sensitive, --latency-config) runs in the engine runtime only: with --runtime controller, round trips reach the controller from its workers',
     ]);
+  // Eva's tunables for a run of `scheduler`: a controller config's `scheduler:` section's, else a tuned queue
+  // config's when its queue was tuned for that policy (each under its flag).
+  const tunedFor = (scheduler: string): SchedulerSection | undefined =>
+    tunedScheduler?.name === scheduler ? tunedScheduler : undefined;
+  const evaTunable = <K extends EvaTunable>(scheduler: string, key: K): SchedulerSection[K] | undefined =>
+    config?.scheduler[key] ?? tunedFor(scheduler)?.[key];
+  // The values of time the Eva runs take: the flag's, else each Eva run's configured one, else the default.
   const valuesOfTime = o.valueOfTime ?? [
-    config?.scheduler.valueOfTimePerJobHour ?? DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR,
+    ...new Set(
+      o.schedulers
+        .filter(isEvaScheduler)
+        .map((s) => evaTunable(s, 'valueOfTimePerJobHour') ?? DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR),
+    ),
   ];
   checkDependentFlags({
     ...o,
@@ -137,7 +187,7 @@ export function simulationPlan(raw: RawSimulateOptions) {
   // A value-of-time sweep (several values) runs each Eva scheduler once per value, named by it; baselines run once.
   const sweep = (o.valueOfTime?.length ?? 0) > 1;
   const runs = o.schedulers.flatMap((scheduler) =>
-    scheduler.startsWith('eva')
+    isEvaScheduler(scheduler)
       ? (o.valueOfTime ?? [undefined]).map((value) => ({
           scheduler,
           value,
@@ -145,24 +195,24 @@ export function simulationPlan(raw: RawSimulateOptions) {
         }))
       : [{ scheduler, value: undefined, label: undefined }],
   );
-  const colocation = colocationTableRequest(o, runs.filter((r) => r.scheduler.startsWith('eva')).length);
+  const colocation = colocationTableRequest(o, runs.filter((r) => isEvaScheduler(r.scheduler)).length);
   if (o.out !== undefined) checkOutputDirectory(o.out, '--out');
   const requests: RunRequest[] = runs.map(({ scheduler, value, label }) => ({
     scheduler,
     label,
-    evaValueOfTime: value ?? config?.scheduler.valueOfTimePerJobHour,
-    evaTargetSlowdown: o.targetSlowdown ?? config?.scheduler.targetSlowdown,
+    evaValueOfTime: value ?? evaTunable(scheduler, 'valueOfTimePerJobHour'),
+    evaTargetSlowdown: o.targetSlowdown ?? evaTunable(scheduler, 'targetSlowdown'),
     runtime,
     trace: traceSpec,
     catalogPath: o.catalog,
     ...(prices === undefined ? {} : { priceOverrides: prices.overrides }),
     roundSeconds,
     earlyRounds: o.earlyRounds,
-    evaDefaultRate: o.evaDefaultRate ?? config?.scheduler.defaultRate,
+    evaDefaultRate: o.evaDefaultRate ?? evaTunable(scheduler, 'defaultRate'),
     ...colocation,
-    evaPrices: o.evaPrices ?? config?.scheduler.prices,
-    evaPackingEfficiency: o.evaPackingEfficiency ?? config?.scheduler.packingEfficiency,
-    evaPaybackMargin: o.evaPaybackMargin ?? config?.scheduler.paybackMargin,
+    evaPrices: o.evaPrices ?? evaTunable(scheduler, 'prices'),
+    evaPackingEfficiency: o.evaPackingEfficiency ?? evaTunable(scheduler, 'packingEfficiency'),
+    evaPaybackMargin: o.evaPaybackMargin ?? evaTunable(scheduler, 'paybackMargin'),
     pairwiseInterference: o.pairwiseInterference,
     queue,
     ...(starts === undefined ? {} : { starts }),
@@ -209,8 +259,12 @@ export function simulationPlan(raw: RawSimulateOptions) {
     requests,
     starts,
     priceOverridesSource: prices?.source,
+    tunedScheduler,
   };
 }
+
+/** The Eva tunables of a `scheduler:` section (all but the policy's name). */
+type EvaTunable = Exclude<keyof SchedulerSection, 'name'>;
 
 /**
  * The quotas the runs take: a controller config's, each named by its file's entry, with a `--quota` for a group in
@@ -222,20 +276,8 @@ function runQuotas(
   configPath: string | undefined,
 ): FamilyGroupQuota[] {
   const fromFlags = parseQuotaFlags(flags, configCaps?.familyGroups);
-  const fromConfig = (configCaps?.quotas ?? []).map((q, i): FamilyGroupQuota => ({
-    ...q,
-    source: `${configPath ?? 'config'}: caps.quotas.${i} (${quotaEntry(q)})`,
-  }));
+  const fromConfig = configCaps === undefined ? [] : (capsOf(configCaps, configPath).quotas ?? []);
   return [...fromConfig.filter((q) => !fromFlags.some((f) => f.group === q.group)), ...fromFlags];
-}
-
-/** A config's quota entry as its fields read, e.g. `group p, maxGpus 2`. */
-function quotaEntry(q: FamilyGroupQuota): string {
-  return [
-    `group ${q.group}`,
-    ...(q.maxVcpus === undefined ? [] : [`maxVcpus ${q.maxVcpus}`]),
-    ...(q.maxGpus === undefined ? [] : [`maxGpus ${q.maxGpus}`]),
-  ].join(', ');
 }
 
 /** Whether the caps hold a run to anything: $/hour, instances, migrations per round, or a quota. */
