@@ -95,6 +95,18 @@ describe('fleetwise controller --metrics-auth', () => {
     }
   }, 90_000);
 
+  it('refuses FLEETWISE_METRICS_TOKEN while /metrics is open, before it starts', async () => {
+    const stateDir = join(scratch, 'token-unused');
+    const result = await runCli(['controller', '--provider', 'local', '--state-dir', stateDir], {
+      ...process.env,
+      FLEETWISE_METRICS_TOKEN: 'metrics-token-from-the-environment-0123',
+    });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('FLEETWISE_METRICS_TOKEN');
+    expect(result.stderr).toContain('give --metrics-auth token');
+    expect(existsSync(join(stateDir, 'state.db'))).toBe(false);
+  });
+
   it('refuses another mode by name, before it starts', async () => {
     const result = await runCli([
       'controller',

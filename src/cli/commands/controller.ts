@@ -26,7 +26,13 @@ import { loadConfigAndCatalog, withStateInstanceTypes } from './controller/confi
 import { crashInjectorFromEnv } from './controller/crash-injection.js';
 import { setUpFleet } from './controller/provider-setup.js';
 import { submitOnStart } from './controller/quick-start-submit.js';
-import { METRICS_TOKEN_ENV, adminTokenFor, metricsTokenFor, secretFilesIn } from './controller/secrets.js';
+import {
+  METRICS_TOKEN_ENV,
+  adminTokenFor,
+  metricsTokenFor,
+  refuseUnusedMetricsToken,
+  secretFilesIn,
+} from './controller/secrets.js';
 import { giveBackOnSignal, stopOnSignals } from './controller/shutdown.js';
 import { startController } from './controller/startup.js';
 import { claimStateDirectory, restoreFromBackup } from './controller/state-dir.js';
@@ -74,6 +80,7 @@ export async function runController(
     throw new ValidationError('--submit', [
       'submits through the API, which this controller does not serve: give --listen HOST:PORT (local mode listens by default)',
     ]);
+  refuseUnusedMetricsToken(env, config.metricsAuth);
   const releaseStateDir = claimStateDirectory(config);
   const log = makeLogger(logFormat);
   const clock = new SystemClock();

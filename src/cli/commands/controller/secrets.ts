@@ -128,6 +128,18 @@ export function adminTokenFor(
 }
 
 /**
+ * A metrics token given while `/metrics` is open is a token the operator expects to protect it: the scrape would still
+ * serve every team's spend to anyone who reaches the API, so the controller does not start on the mismatch.
+ */
+export function refuseUnusedMetricsToken(env: NodeJS.ProcessEnv, metricsAuth: 'none' | 'token'): void {
+  if (metricsAuth === 'none' && (env[METRICS_TOKEN_ENV] ?? '').trim() !== '')
+    throw new ValidationError(METRICS_TOKEN_ENV, [
+      'set, but /metrics answers without a token (metricsAuth: none, the default): give --metrics-auth token ' +
+        '(or metricsAuth: token in the config file) to require it, or unset the variable',
+    ]);
+}
+
+/**
  * The metrics token: FLEETWISE_METRICS_TOKEN when set (a metrics-token file that differs is removed, `warn` told), else
  * the state directory's token file (made if missing).
  */
