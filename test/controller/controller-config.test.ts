@@ -83,7 +83,10 @@ describe('controller configuration', () => {
     const catalog: Catalog = JSON.parse(
       readFileSync(join(PROJECT_ROOT, 'instance-catalogs', 'aws-us-east-1.json'), 'utf8'),
     ) as Catalog;
-    const path = file('boot.yaml', 'cluster: a\nstateDir: st\nlocalBootSeconds:\n  c7i.large: 5\n  c7i.larg: 5\n');
+    const path = file(
+      'boot.yaml',
+      'cluster: a\nstateDir: st\nlocalBootSeconds:\n  c7i.large: 5\n  c7i.larg: 5\n',
+    );
     const refused = problemsOf(() =>
       loadControllerConfig({ flags: { config: path }, env: {}, defaultRegion: 'us-east-1', catalog }),
     );

@@ -1,17 +1,8 @@
 import { spawn } from 'node:child_process';
-import {
-  closeSync,
-  existsSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  writeFileSync,
-} from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { ValidationError } from '../../core/validation.js';
+import { readJsonRecord, writeJsonRecord } from '../../protocol/json-record.js';
 import { LAUNCH_SECRET_ENV, launchSecretFor } from '../../protocol/launch-secret.js';
 import { PROJECT_ROOT } from '../catalog-file.js';
 import { TAG_LAUNCH_TOKEN } from '../provider.js';
@@ -55,35 +46,12 @@ const workerEngineSchema = z.strictObject({
 
 /** Record the engine of the worker about to be spawned (atomically: a torn record would leave its tasks unreachable). */
 export function recordWorkerEngine(instanceDir: string, engine: WorkerEngine): void {
-  const path = join(instanceDir, WORKER_ENGINE_FILE);
-  const temp = `${path}.${process.pid}.tmp`;
-  writeFileSync(temp, `${JSON.stringify(engine)}\n`, { mode: 0o600 });
-  renameSync(temp, path);
+  writeJsonRecord(join(instanceDir, WORKER_ENGINE_FILE), engine);
 }
 
 /** The engine recorded for an instance's worker; undefined for a worker spawned before engines were recorded. */
 export function readWorkerEngine(instanceDir: string): WorkerEngine | undefined {
-  const path = join(instanceDir, WORKER_ENGINE_FILE);
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw e;
-  }
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (e) {
-    throw new ValidationError(path, [`not valid JSON: ${(e as Error).message}`]);
-  }
-  const parsed = workerEngineSchema.safeParse(value);
-  if (!parsed.success)
-    throw new ValidationError(
-      path,
-      parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`),
-    );
-  return parsed.data;
+  return readJsonRecord(join(instanceDir, WORKER_ENGINE_FILE), workerEngineSchema);
 }
 
 /** What stopping an instance's worker and its tasks came to. */
