@@ -18,9 +18,17 @@ export interface WorkerExit {
 
 const workerExitSchema = z.object({ exitedAtMs: z.number().finite(), reason: z.literal('gave-up') });
 
-/** The exit the instance's worker recorded; undefined while it has recorded none. */
+/**
+ * The exit the instance's worker recorded; undefined while it has recorded none, or when the record cannot be read
+ * (empty after a power loss, another version's shape): it only dates an end, and an instance without it ends when its
+ * worker is found gone, so one bad file never stops a controller from starting or listing its instances.
+ */
 export function readWorkerExit(instanceDir: string): WorkerExit | undefined {
-  return readJsonRecord(join(instanceDir, WORKER_EXIT_FILE), workerExitSchema);
+  try {
+    return readJsonRecord(join(instanceDir, WORKER_EXIT_FILE), workerExitSchema);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Record a worker's exit in its work directory, atomically (temporary file + rename): a reader never finds half. */

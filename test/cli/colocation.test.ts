@@ -73,7 +73,7 @@ describe('fleetwise colocation (CLI subprocess)', () => {
     expect(lines[2]).toMatch(/^resnet18\s+cyclegan\s+0\.999\s+2$/);
     // The prior Eva plans unseen pairs with: (0.95 + 0.999 + 0.79) / 3.
     expect(out.stdout).toContain(
-      'a pair not yet observed is priced at 0.913: the mean of the configured 0.950 and the 2 pairs observed alone together',
+      'a pair not yet observed is priced at 0.913: the mean of the configured 0.950 and the 2 rates observed of workloads in pairs alone together',
     );
   });
 
@@ -86,7 +86,14 @@ describe('fleetwise colocation (CLI subprocess)', () => {
     // Sets of three are no pair: they leave the prior as it is.
     one.record('gpt2', ['resnet18', 'cyclegan'], 0.5);
     expect(unseenPairFooter(one.toJSON())).toBe(
-      'a pair not yet observed is priced at 0.850: the mean of the configured 0.950 and the 1 pair observed alone together',
+      'a pair not yet observed is priced at 0.850: the mean of the configured 0.950 and the 1 rate observed of workloads in pairs alone together',
+    );
+    // One pair seen together gives each side's rate: two rates, not two pairs.
+    const both = new ColocationTable(0.95);
+    both.record('resnet', ['bert'], 0.8);
+    both.record('bert', ['resnet'], 0.9);
+    expect(unseenPairFooter(both.toJSON())).toBe(
+      'a pair not yet observed is priced at 0.883: the mean of the configured 0.950 and the 2 rates observed of workloads in pairs alone together',
     );
   });
 

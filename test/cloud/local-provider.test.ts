@@ -337,6 +337,8 @@ describe('local provider (real worker processes)', () => {
     // One worker killed outright; one that recorded its exit as a worker giving up does, then exited.
     const exitedAtMs = Date.now();
     writeFileSync(join(dirOf(gaveUp), WORKER_EXIT_FILE), JSON.stringify({ exitedAtMs, reason: 'gave-up' }));
+    // One left empty by a power loss dates nothing, and fails nothing: the killed worker's instance ends when seen gone.
+    writeFileSync(join(dirOf(killed), WORKER_EXIT_FILE), '');
     // A live worker with an exit record (an earlier worker's, say) is not taken for dead.
     writeFileSync(join(dirOf(live), WORKER_EXIT_FILE), JSON.stringify({ exitedAtMs, reason: 'gave-up' }));
     for (const id of [killed, gaveUp]) {
@@ -353,6 +355,8 @@ describe('local provider (real worker processes)', () => {
     expect(listed.get(gaveUp)?.endedAt?.getTime()).toBe(exitedAtMs);
     expect(listed.get(killed)?.state).toBe('terminated');
     expect(listed.get(killed)?.endedAt?.getTime()).toBeGreaterThanOrEqual(lookedMs);
+    // Ended by its worker's death, not by EC2: a local spot instance is never taken for a reclaimed one.
+    expect(listed.get(killed)?.endedBySpotInterruption).toBe(false);
     expect(listed.get(live)?.state).toBe('running');
     expect(alive(pidOf(p, live))).toBe(true);
     // Closed as a terminate closes it: nothing of the instance runs on unbilled.

@@ -31,11 +31,12 @@ export function colocationRows(table: SerializedColocationTable): string[][] {
 export function unseenPairFooter(table: SerializedColocationTable): string {
   const prior = ColocationTable.fromJSON(table).defaultRate.toFixed(3);
   const configured = table.defaultRate.toFixed(3);
-  const pairs = table.entries.filter((e) => e.others.length === 1).length;
-  return pairs === 0
+  // One row per workload of a pair: a pair seen together once gives two rates, each side's.
+  const rates = table.entries.filter((e) => e.others.length === 1).length;
+  return rates === 0
     ? `a pair not yet observed is priced at ${prior} (the configured rate: no pair observed alone together yet)`
     : `a pair not yet observed is priced at ${prior}: the mean of the configured ${configured} and the ` +
-        `${pairs} pair${pairs === 1 ? '' : 's'} observed alone together`;
+        `${rates} rate${rates === 1 ? '' : 's'} observed of workloads in pairs alone together`;
 }
 
 export function registerColocation(program: Command): void {

@@ -226,6 +226,9 @@ export class LocalProvider implements CloudProvider {
         privateIpAddress: '127.0.0.1',
         market: i.tags[LOCAL_MARKET_TAG] === 'spot' ? ('spot' as const) : ('on-demand' as const),
         endedAt: i.terminatedAtMs === undefined ? undefined : new Date(i.terminatedAtMs),
+        // Nothing reclaims a local instance: it ends by a stop or with its worker, never by EC2's interruption (a
+        // spot one left unsaid would be taken for one and billed nothing).
+        ...(i.state === 'terminated' ? { endedBySpotInterruption: false } : {}),
       }));
   }
 
