@@ -214,6 +214,11 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
     setPath(merged, path, flagValue(raw, kind));
     fromFlag.set(path.join('.'), flagNameOf(flag));
   }
+  // Before the defaults fill the rest: what was given, the flags over the file.
+  const givenBy = new Map<string, string>([
+    ...(file === undefined ? [] : writtenPaths(file.value).map((p) => [p, file.path] as const)),
+    ...fromFlag,
+  ]);
   if (merged.provider === 'local') applyLocalDefaults(merged);
   const result = controllerConfigSchema.safeParse(merged);
   const source = file === undefined ? 'controller options' : file.path;
@@ -303,7 +308,20 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
     // their instance is up rather than a whole round later.
     pollSeconds: parsed.pollSeconds ?? Math.min(parsed.roundSeconds, 15),
     ...(file === undefined ? {} : { file: resolve(file.path) }),
+    givenBy,
   };
+}
+
+/** The dotted path of every setting a file writes: each section and each of its fields (a list is one setting). */
+function writtenPaths(value: Json, prefix = ''): string[] {
+  return Object.entries(value).flatMap(([key, field]) => {
+    const path = `${prefix}${key}`;
+    const nested =
+      typeof field === 'object' && field !== null && !Array.isArray(field)
+        ? writtenPaths(field as Json, `${path}.`)
+        : [];
+    return [path, ...nested];
+  });
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

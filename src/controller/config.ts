@@ -560,6 +560,13 @@ export interface ControllerConfig extends ParsedControllerConfig {
    * with it (settings.ts `capsOf`). Absent for a configuration from flags alone.
    */
   readonly file?: string | undefined;
+  /**
+   * The settings the file or a flag gave, by dotted path (`roundSeconds`, `caps.admitBy`; a section of the file is
+   * listed too, a list as one setting), each with where: the flag (`--round-seconds`) or the file's path. A setting
+   * not listed holds its default, which a setting given elsewhere (simulate's `--queue-config`) may replace. Absent
+   * for a configuration not read by `loadControllerConfig`.
+   */
+  readonly givenBy?: ReadonlyMap<string, string> | undefined;
   readonly region: string;
   readonly objectStore: string;
   readonly pollSeconds: number;

@@ -16,7 +16,21 @@ import { PriceBook } from '../scheduler/reservation-price.js';
  * per group because GPU budgets are usually what teams argue about.
  */
 /** The caps as the queue layer reads them: core `Caps`, quotas included (checked against admitted footprints). */
-export type QueueCaps = Caps;
+export type QueueCaps = Caps & {
+  /** Where the caps were set, for the messages about them (each quota says its own, `FamilyGroupQuota.source`). */
+  readonly sources?: CapSources | undefined;
+};
+
+/**
+ * Where the $/hour and instance caps, and how jobs are sized against the $/hour cap (`admitBy`), were set when not by
+ * `simulate`'s flag for them: a file's field (`tuned.yaml: caps.maxCostPerHour (1)`), so that a message about a cap
+ * names the setting to change and not a flag nobody typed. Absent: named as the flag that sets it.
+ */
+export interface CapSources {
+  readonly maxCostPerHour?: string | undefined;
+  readonly maxInstances?: string | undefined;
+  readonly admitBy?: string | undefined;
+}
 
 export const queueCapsSchema = z.object({
   maxCostPerHour: z.number().finite().positive().optional(),

@@ -108,12 +108,13 @@ export function neverAdmittedJobs(
 }
 
 /**
- * How a cap is set on `simulate`'s command line (a controller config's caps set the same ones); a quota by where it was
- * set when it says (`FamilyGroupQuota.source`: the flag as typed, or a config file's entry).
+ * Where a cap was set, when the caps say (`QueueCaps.sources`, `FamilyGroupQuota.source`: a file's field, or the flag
+ * as typed), else how `simulate`'s command line sets it (a controller config's caps set the same ones).
  */
 export function capFlag(cap: string, caps: QueueCaps): string {
-  if (cap === 'maxCostPerHour') return `--cap-dollars-per-hour ${caps.maxCostPerHour}`;
-  if (cap === 'maxInstances') return `--cap-instances ${caps.maxInstances}`;
+  if (cap === 'maxCostPerHour')
+    return caps.sources?.maxCostPerHour ?? `--cap-dollars-per-hour ${caps.maxCostPerHour}`;
+  if (cap === 'maxInstances') return caps.sources?.maxInstances ?? `--cap-instances ${caps.maxInstances}`;
   const m = /^quota (.+) (maxVcpus|maxGpus)$/.exec(cap);
   if (m === null) return cap;
   const group = m[1] as string;
@@ -143,7 +144,13 @@ export function sharePercent(share: number): string {
   return `${(100 * share).toFixed(1)}%`;
 }
 
-/** Where a problem comes from (a cap's flag, a queue class) and what it is. */
+/** How jobs were sized against the $/hour cap, and where that was set: the flag, or the file that said it. */
+function admitByText(admitBy: AdmitBy, caps: QueueCaps): string {
+  const source = caps.sources?.admitBy;
+  return source === undefined ? `--admit-by ${admitBy}` : `admitBy ${admitBy} (from ${source})`;
+}
+
+/** Where a problem comes from (where its cap was set, a queue class) and what it is. */
 interface Problem {
   readonly source: string;
   readonly text: string;
@@ -177,7 +184,7 @@ function problemsOf(
     const onSpot = jobs.some((j) => j.footprint.instances.some((i) => i.market === 'spot'));
     const packed =
       cap === 'maxCostPerHour' && admitBy === 'plan-cost'
-        ? '; under --admit-by plan-cost too: packing shares an instance, it never makes one cheaper'
+        ? `; under ${admitByText(admitBy, caps)} too: packing shares an instance, it never makes one cheaper`
         : '';
     return {
       source: capFlag(cap, caps),
@@ -214,7 +221,7 @@ export function neverAdmittedProblems(
 
 /**
  * Refuse a run whose caps (or a class's ceiling, `config`'s `maxShare`) can never admit some job of the trace, naming
- * the cap's flag or the class and a few of the jobs. `spot`: the run buys spot (`neverAdmittedJobs`).
+ * where the cap was set (`capFlag`) or the class, and a few of the jobs. `spot`: the run buys spot (`neverAdmittedJobs`).
  */
 export function checkEveryJobAdmissible(
   trace: { readonly jobs: readonly JobDemands[] },

@@ -12,9 +12,11 @@ import { simulationPlan } from '../../src/cli/commands/simulate-plan.js';
 import { BUNDLED_CATALOG_PATH } from '../../src/cloud/catalog-file.js';
 import type { Catalog } from '../../src/core/catalog.js';
 import { ValidationError } from '../../src/core/validation.js';
+import { loadControllerConfig } from '../../src/controller/config-loading.js';
 import { parseWfqConfig } from '../../src/queue/wfq.js';
+import { executeControllerRun } from '../../src/sim/controller-runtime/execute.js';
 import { controllerYaml } from '../../src/sim/report/tune-json.js';
-import type { RunRequest } from '../../src/sim/run-request.js';
+import { executeRun, type RunRequest } from '../../src/sim/run-request.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'fleetwise-simulate-queue-config-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -180,5 +182,145 @@ describe('simulate --queue-config with the scheduler, period, catalog and prices
           ?.priceOverrides,
       ).toEqual(overrides);
     }
+  });
+});
+
+/** A file of `lines` in the scratch directory. */
+function file(name: string, lines: readonly string[]): string {
+  const path = join(dir, name);
+  writeFileSync(path, [...lines, ''].join('\n'));
+  return path;
+}
+
+const QUEUE = ['queue:', '  classes:', '    - { id: all, weight: 1 }'];
+// Tuned under 6 instances, sized standalone, rounds of 450 s.
+const standalone = file('standalone.yaml', [
+  ...QUEUE,
+  'caps:',
+  '  maxInstances: 6',
+  '  admitBy: standalone',
+  'roundSeconds: 450',
+]);
+// A controller config that says nothing of the round period or of sizing: its loader fills both in.
+const dollarsOnly = file('dollars-only.yaml', [
+  'cluster: x',
+  'stateDir: st',
+  'caps:',
+  '  maxCostPerHour: 500',
+]);
+
+describe('simulate --queue-config beside a controller config', () => {
+  const EVA = '--format eva --jobs 5 --scheduler eva';
+
+  it("keeps the file's round period and admitBy where the controller config gives neither", () => {
+    const p = plan(`${EVA} --queue-config ${standalone} --config ${dollarsOnly}`);
+    expect(p.roundSeconds).toBe(450);
+    expect(p.admitBy).toBe('standalone');
+    const r = p.requests[0] as RunRequest;
+    expect(r.roundSeconds).toBe(450);
+    expect(r.queue).toMatchObject({ admitBy: 'standalone', caps: { maxCostPerHour: 500, maxInstances: 6 } });
+    // The controller runtime runs the same settings.
+    const controller = plan(
+      `${EVA} --queue-config ${standalone} --config ${dollarsOnly} --runtime controller`,
+    ).requests[0] as RunRequest;
+    expect(controller.controllerSettings).toMatchObject({ roundSeconds: 450, admitBy: 'standalone' });
+    // Without the queue config, the controller config's defaults.
+    const alone = plan(`${EVA} --config ${dollarsOnly}`);
+    expect([alone.roundSeconds, alone.admitBy]).toEqual([300, 'plan-cost']);
+  });
+
+  it('lets a controller config that gives them, and the flags over both, win over the file', () => {
+    const explicit = file('explicit.yaml', [
+      'cluster: x',
+      'stateDir: st',
+      'roundSeconds: 30',
+      'caps:',
+      '  maxInstances: 9',
+      '  admitBy: plan-cost',
+    ]);
+    const p = plan(`${EVA} --queue-config ${standalone} --config ${explicit}`);
+    expect([p.roundSeconds, p.admitBy, p.capInstances]).toEqual([30, 'plan-cost', 9]);
+    const flagged = plan(
+      `${EVA} --queue-config ${standalone} --config ${explicit} --round-seconds 60 --admit-by standalone --cap-instances 2`,
+    );
+    expect([flagged.roundSeconds, flagged.admitBy, flagged.capInstances]).toEqual([60, 'standalone', 2]);
+  });
+
+  it('records which settings the config file and the flags gave, the flags over the file', () => {
+    const loaded = loadControllerConfig({
+      flags: { config: dollarsOnly, maxInstances: '4' },
+      env: {},
+      defaultRegion: 'us-east-1',
+    });
+    expect(loaded.roundSeconds).toBe(300);
+    expect([...(loaded.givenBy ?? [])]).toEqual([
+      ['cluster', dollarsOnly],
+      ['stateDir', dollarsOnly],
+      ['caps', dollarsOnly],
+      ['caps.maxCostPerHour', dollarsOnly],
+      ['caps.maxInstances', '--max-instances'],
+    ]);
+  });
+});
+
+describe('a $ cap no job fits under, set in a file', () => {
+  // Every Eva trace job needs a P3 GPU, $3.06/h at least: none fits under $1/h.
+  const EVA = '--format eva --jobs 20 --scheduler eva-rp';
+  const oneDollar = file('one-dollar.yaml', [
+    ...QUEUE,
+    'caps:',
+    '  maxCostPerHour: 1',
+    '  admitBy: plan-cost',
+  ]);
+  const configured = file('one-dollar-config.yaml', [
+    'cluster: x',
+    'stateDir: st',
+    'caps:',
+    '  maxCostPerHour: 1',
+  ]);
+
+  it('is refused naming the queue config and its fields, not flags nobody typed', () => {
+    const r = plan(`${EVA} --queue-config ${oneDollar}`).requests[0] as RunRequest;
+    const e = refusal(() => executeRun(r));
+    expect(e.source).toBe(`${oneDollar}: caps.maxCostPerHour (1)`);
+    expect(e.problems).toEqual([
+      expect.stringMatching(/^20 of 20 jobs can never be admitted: alone, each needs more than the cap/),
+    ]);
+    expect(e.problems[0]).toContain(`under admitBy plan-cost (from ${oneDollar}: caps.admitBy) too`);
+    expect(e.message).not.toMatch(/--cap-|--admit-by/);
+  });
+
+  it('is refused naming the controller config, its default sizing included, in either runtime', async () => {
+    const engine = refusal(() => executeRun(plan(`${EVA} --config ${configured}`).requests[0] as RunRequest));
+    expect(engine.source).toBe(`${configured}: caps.maxCostPerHour (1)`);
+    expect(engine.problems[0]).toContain(`under admitBy plan-cost (from ${configured}, by default) too`);
+    expect(engine.message).not.toMatch(/--cap-|--admit-by/);
+    const controller: unknown = await executeControllerRun(
+      plan(`${EVA} --config ${configured} --runtime controller`).requests[0] as RunRequest,
+    ).catch((e: unknown) => e);
+    expect(controller).toBeInstanceOf(ValidationError);
+    expect((controller as ValidationError).source).toBe(`${configured}: caps.maxCostPerHour (1)`);
+  });
+
+  it('is refused naming the flags when the flags set them, over either file', () => {
+    const e = refusal(() =>
+      executeRun(
+        plan(`${EVA} --queue-config ${oneDollar} --cap-dollars-per-hour 2 --admit-by plan-cost`)
+          .requests[0] as RunRequest,
+      ),
+    );
+    expect(e.source).toBe('--cap-dollars-per-hour 2');
+    expect(e.problems[0]).toContain('under --admit-by plan-cost too');
+  });
+
+  it('names an instance cap by the file that set it', () => {
+    const caps = plan(`--format eva --jobs 5 --scheduler eva --queue-config ${standalone}`).queue?.caps;
+    expect(caps?.sources).toEqual({ maxInstances: `${standalone}: caps.maxInstances (6)` });
+    // No source for a cap a flag set: the message names the flag.
+    const flagged = plan(
+      `--format eva --jobs 5 --scheduler eva --queue-config ${standalone} --cap-instances 3`,
+    ).queue?.caps;
+    expect(flagged).toMatchObject({ maxInstances: 3 });
+    expect(flagged?.sources).toBeUndefined();
   });
 });

@@ -5,6 +5,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { FamilyDemand } from '../../src/core/resources.js';
 import type { SpotPreference } from '../../src/core/spot.js';
 import { ValidationError } from '../../src/core/validation.js';
+import type { AdmitBy } from '../../src/queue/admission.js';
+import type { QueueCaps } from '../../src/queue/caps.js';
 import { executeRun, loadRequestCatalog } from '../../src/sim/run-request.js';
 import { checkEveryJobAdmissible, neverAdmittedJobs } from '../../src/world/never-fits.js';
 
@@ -106,5 +108,41 @@ describe('jobs the caps can never admit, judged alone', () => {
     expect(refusal({ group: 'p', maxGpus: 2 }).problems[0]).toMatch(
       /^1 of 1 jobs can never be admitted: .*four \(4 GPUs in group p\)/,
     );
+  });
+
+  it('refuses a $ or instance cap no job fits under naming the file that set it, and the sizing with its file', () => {
+    // Two one-GPU tasks: $6.12/h and 2 instances alone.
+    const trace = { jobs: [job('gang2', [P3_ONE, P3_ONE])] };
+    const refusal = (caps: QueueCaps, admitBy: AdmitBy): ValidationError => {
+      try {
+        checkEveryJobAdmissible(trace, catalog, caps, admitBy);
+      } catch (e) {
+        if (e instanceof ValidationError) return e;
+        throw e;
+      }
+      throw new Error('expected a ValidationError');
+    };
+    const sources = {
+      maxCostPerHour: 'tuned.yaml: caps.maxCostPerHour (5)',
+      maxInstances: 'fleetwise.yaml: caps.maxInstances (1)',
+      admitBy: 'tuned.yaml: caps.admitBy',
+    };
+    const dollars = refusal({ maxCostPerHour: 5, sources }, 'plan-cost');
+    expect(dollars.source).toBe(sources.maxCostPerHour);
+    expect(dollars.problems[0]).toContain('under admitBy plan-cost (from tuned.yaml: caps.admitBy) too:');
+    expect(dollars.problems[0]).toMatch(/gang2 \(\$6\.12\/h\)/);
+    expect(refusal({ maxInstances: 1, sources }, 'standalone').source).toBe(sources.maxInstances);
+    // Both at once: one problem each, named where each was set.
+    expect(refusal({ maxCostPerHour: 5, maxInstances: 1, sources }, 'standalone').problems).toEqual([
+      expect.stringMatching(/^tuned\.yaml: caps\.maxCostPerHour \(5\): 1 of 1 jobs/),
+      expect.stringMatching(
+        /^fleetwise\.yaml: caps\.maxInstances \(1\): 1 of 1 jobs .*gang2 \(2 instances\)/,
+      ),
+    ]);
+    // Without sources, the flags that set them.
+    const flagged = refusal({ maxCostPerHour: 5 }, 'plan-cost');
+    expect(flagged.source).toBe('--cap-dollars-per-hour 5');
+    expect(flagged.problems[0]).toContain('under --admit-by plan-cost too:');
+    expect(refusal({ maxInstances: 1 }, 'standalone').source).toBe('--cap-instances 1');
   });
 });

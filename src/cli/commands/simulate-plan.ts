@@ -6,7 +6,7 @@ import type { ControllerConfig } from '../../controller/config.js';
 import { loadControllerConfig } from '../../controller/config-loading.js';
 import { admitByOf, capsOf, settingsFromConfig } from '../../controller/settings.js';
 import { DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR } from '../../scheduler/eva.js';
-import type { QueueCaps } from '../../queue/caps.js';
+import type { CapSources, QueueCaps } from '../../queue/caps.js';
 import type { RunRequest } from '../../sim/run-request.js';
 import { checkOutputDirectory } from '../output-target.js';
 import { colocationTableRequest } from './colocation-table-file.js';
@@ -115,23 +115,55 @@ export function simulationPlan(raw: RawSimulateOptions) {
       : loaded.catalog;
   const quotas = runQuotas(o.quota ?? [], config?.caps, o.config);
   const queueConfig = queueFile === undefined ? config?.queue : queueFile.queue;
-  // The caps a tuned queue config was measured under, where no flag and no controller config says otherwise.
-  const capDollarsPerHour =
-    o.capDollarsPerHour ?? config?.caps.maxCostPerHour ?? queueFile?.caps?.maxCostPerHour;
-  const capInstances = o.capInstances ?? config?.caps.maxInstances ?? queueFile?.caps?.maxInstances;
-  const roundSeconds = o.roundSeconds ?? config?.roundSeconds ?? queueFile?.roundSeconds;
+  // Each setting a tuned queue config carries: the flag, else a controller config's when its file gives it, else the
+  // queue config's, else the controller config's default. A default the config loader filled in is no choice of the
+  // user's, and must not undo the settings the queue was tuned under.
+  const tuned = settingChoice(o.config, config, flags.queueConfig);
+  const dollars = tuned.pick(
+    'caps.maxCostPerHour',
+    o.capDollarsPerHour,
+    config?.caps.maxCostPerHour,
+    queueFile?.caps?.maxCostPerHour,
+  );
+  const instances = tuned.pick(
+    'caps.maxInstances',
+    o.capInstances,
+    config?.caps.maxInstances,
+    queueFile?.caps?.maxInstances,
+  );
+  const capDollarsPerHour = dollars.value;
+  const capInstances = instances.value;
+  const roundSeconds = tuned.pick(
+    'roundSeconds',
+    o.roundSeconds,
+    config?.roundSeconds,
+    queueFile?.roundSeconds,
+  ).value;
   if (queueConfig !== undefined && o.queue !== undefined && o.queue !== 'wfq')
     throw new ValidationError('--queue-config', [
       `a WFQ config needs --queue wfq (or no --queue), not --queue ${o.queue}`,
     ]);
   // A controller config sizes jobs as the controller would (by the plan's cost unless it says otherwise).
-  const admitBy = o.admitBy ?? (config === undefined ? queueFile?.caps?.admitBy : admitByOf(config));
-  // The caps both runtimes run under: a controller config's, with the flags (or a tuned queue config) laid over them.
+  const sizing = tuned.pick(
+    'caps.admitBy',
+    o.admitBy,
+    config === undefined ? undefined : admitByOf(config),
+    queueFile?.caps?.admitBy,
+  );
+  const admitBy = sizing.value;
+  // The caps both runtimes run under: a controller config's, with the flags (or a tuned queue config) laid over them,
+  // each $/hour and instance cap named by the file that set it, for the messages about it (a flag names itself).
+  const capSources: CapSources = {
+    ...(dollars.from === undefined ? {} : { maxCostPerHour: `${dollars.from} (${capDollarsPerHour})` }),
+    ...(instances.from === undefined ? {} : { maxInstances: `${instances.from} (${capInstances})` }),
+    ...(sizing.from === undefined || capDollarsPerHour === undefined ? {} : { admitBy: sizing.from }),
+  };
   const caps: QueueCaps = {
     ...(config === undefined ? {} : capsOf(config.caps)),
     ...(capDollarsPerHour !== undefined ? { maxCostPerHour: capDollarsPerHour } : {}),
     ...(capInstances !== undefined ? { maxInstances: capInstances } : {}),
     ...(quotas.length > 0 ? { quotas } : {}),
+    ...(Object.keys(capSources).length > 0 ? { sources: capSources } : {}),
   };
   // Any cap or --queue turns the queue layer on (fifo unless said otherwise), with predictions unless --no-predict. A
   // migrations cap alone too: the queue layer is the engine's only way to its scheduler's and its round's caps, which
@@ -260,6 +292,36 @@ export function simulationPlan(raw: RawSimulateOptions) {
     starts,
     priceOverridesSource: prices?.source,
     tunedScheduler,
+  };
+}
+
+/** A setting as the runs take it, and the file that set it when no flag did (`tuned.yaml: caps.admitBy`). */
+interface Chosen<T> {
+  readonly value: T | undefined;
+  readonly from?: string | undefined;
+}
+
+/**
+ * How the settings a tuned queue config (`--queue-config`) may carry are taken: the flag, else a controller config's
+ * (`--config`) when its file gives it, else the queue config's, else the controller config's default.
+ */
+function settingChoice(
+  configPath: string | undefined,
+  config: ControllerConfig | undefined,
+  queueConfigPath: string | undefined,
+) {
+  return {
+    /** `path`: the setting's dotted path in both files. */
+    pick<T>(path: string, flag: T | undefined, configured: T | undefined, tuned: T | undefined): Chosen<T> {
+      const configFile = configPath ?? '--config';
+      if (flag !== undefined) return { value: flag };
+      if (configured !== undefined && config?.givenBy?.has(path) === true)
+        return { value: configured, from: `${configFile}: ${path}` };
+      if (tuned !== undefined)
+        return { value: tuned, from: `${queueConfigPath ?? '--queue-config'}: ${path}` };
+      if (configured !== undefined) return { value: configured, from: `${configFile}, by default` };
+      return { value: undefined };
+    },
   };
 }
 
