@@ -1,9 +1,9 @@
-import { rmSync } from 'node:fs';
+import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { newWorkerToken } from '../protocol/launch-secret.js';
-import { WORKER_EXIT_FILE, writeWorkerExit } from '../protocol/worker-exit.js';
+import { WORKER_EXIT_FILE, type WorkerExit } from '../protocol/worker-exit.js';
 import type { ObjectStore } from '../storage/object-store.js';
 import { sleepUnlessAborted } from '../storage/retry.js';
 import {
@@ -242,7 +242,11 @@ export class WorkerAgent {
 
   private recordExit(): void {
     try {
-      writeWorkerExit(this.options.workDir, { exitedAtMs: Date.now(), reason: 'gave-up' });
+      // Whole or not at all (temporary file, then rename): the local provider never reads half a record.
+      const exit: WorkerExit = { exitedAtMs: Date.now(), reason: 'gave-up' };
+      const temp = `${this.exitFile()}.${process.pid}.tmp`;
+      writeFileSync(temp, `${JSON.stringify(exit)}\n`, { mode: 0o600 });
+      renameSync(temp, this.exitFile());
     } catch (e) {
       this.log.warn(
         `could not record this exit in ${this.exitFile()} (${(e as Error).message}): a local instance is billed ` +

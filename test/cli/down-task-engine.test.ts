@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it, vi } from 'vitest';
 import { runDown } from '../../src/cli/commands/down.js';
+import { taskStopperFor } from '../../src/cli/commands/local-task-stopper.js';
+import { stopLocalFleet } from '../../src/cli/local-fleet-stop.js';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import { readLocalInstances } from '../../src/cloud/local/instance-file.js';
 import { LocalProvider, type LocalInstance } from '../../src/cloud/local/local-provider.js';
@@ -49,6 +51,7 @@ async function withDockerHost<T>(host: string, body: () => Promise<T>): Promise<
 async function down(
   stateDir: string,
   host: string,
+  forgetTasks?: boolean | string[],
 ): Promise<{ readonly stdout: string; readonly error: Error | undefined }> {
   let stdout = '';
   const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
@@ -56,7 +59,9 @@ async function down(
     return true;
   });
   try {
-    await withDockerHost(host, () => runDown({ stateDir, graceSeconds: '5' }));
+    await withDockerHost(host, () =>
+      runDown({ stateDir, graceSeconds: '5', ...(forgetTasks === undefined ? {} : { forgetTasks }) }),
+    );
     return { stdout, error: undefined };
   } catch (e) {
     return { stdout, error: e as Error };
@@ -149,6 +154,40 @@ async function containerState(engine: DockerContext, instanceId: string, taskId:
     filters: { label: [`${INSTANCE_LABEL}=${instanceId}`], name: [containerName(taskId, instanceId)] },
   });
   return found[0]?.State ?? 'gone';
+}
+
+/** What `body` wrote to stdout. */
+async function stdoutOf(body: () => Promise<unknown>): Promise<string> {
+  let stdout = '';
+  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+    stdout += String(chunk);
+    return true;
+  });
+  try {
+    await body();
+    return stdout;
+  } finally {
+    out.mockRestore();
+  }
+}
+
+/** The provider as a controller has it: tasks stopped at each worker's recorded engine, failures warned of. */
+function controllerProviderOn(stateDir: string, warnings: string[]): LocalProvider {
+  return new LocalProvider({
+    stateFile: join(stateDir, 'local-instances.json'),
+    instancesDir: join(stateDir, 'instances'),
+    catalog: loadCatalogFile(),
+    taskStopRetryMs: 300,
+    spawner: new ProcessWorkerSpawner({
+      controllerUrl: 'http://127.0.0.1:9',
+      launchSecretKey: 'unused-key',
+      executorKind: 'docker',
+      executorFor: taskStopperFor,
+      main: FAKE_WORKER,
+      taskStopWaitMs: 5_000,
+      warn: (message) => warnings.push(message),
+    }),
+  });
 }
 
 function recordOf(stateDir: string, instanceId: string): LocalInstance | undefined {
@@ -259,6 +298,99 @@ describeWithDocker(
         });
       } finally {
         await endpoint.close();
+      }
+    });
+
+    it("a controller's stop keeps on record the tasks it could not stop, says so, and stops them once their engine answers; down meanwhile fails naming them", async () => {
+      const stateDir = join(tmp, 'controller-left');
+      const socket = join(tmp, 'left-engine.sock');
+      const endpoint = engineEndpoint(socket, engine.host);
+      await endpoint.open();
+      const instance = await crashedInstance(stateDir, engine, `unix://${socket}`, 'job-9.0');
+      await endpoint.close();
+      const warnings: string[] = [];
+      const provider = controllerProviderOn(stateDir, warnings);
+      const name = containerName('job-9.0', instance.instanceId);
+
+      // The controller's clean stop: the instance ends (billing stops), its task stays on record as still to stop.
+      const said = await stdoutOf(() =>
+        stopLocalFleet(provider, { keepWorkers: false, stateDir, giveUpSeconds: 0, graceSeconds: 2 }),
+      );
+      expect(said).toContain(
+        `warning: local instance ${instance.instanceId} stopped, but its tasks could not be`,
+      );
+      expect(said).toContain(`container ${name} may still run on the Docker engine at unix://${socket}`);
+      expect(said).toMatch(/run twice until those are stopped/);
+      expect(said).not.toMatch(/resume from their checkpoints/);
+      expect(warnings.join('\n')).toMatch(/their jobs may run twice/);
+      expect(recordOf(stateDir, instance.instanceId)).toMatchObject({
+        state: 'terminated',
+        tasksLeft: ['job-9.0'],
+      });
+
+      // down sees the task still to stop, fails naming it, and leaves it on record.
+      const failed = await down(stateDir, DEAD_HOST);
+      expect(failed.error?.message).toMatch(
+        new RegExp(`could not stop the tasks of local instance ${instance.instanceId} .*--forget-tasks`),
+      );
+      expect(failed.stdout).toContain(
+        `container ${name} may still run on the Docker engine at unix://${socket}`,
+      );
+      expect(recordOf(stateDir, instance.instanceId)?.tasksLeft).toEqual(['job-9.0']);
+      expect(await containerState(engine, instance.instanceId, 'job-9.0')).toBe('running');
+
+      // The engine answers again: the controller's next look retries in the background, without holding list() up.
+      await endpoint.open();
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 400));
+        const listed = await provider.list('down-engine');
+        expect(listed).toEqual([]);
+        await provider.leftTaskStopsDone();
+        expect(await containerState(engine, instance.instanceId, 'job-9.0')).toBe('gone');
+        expect(recordOf(stateDir, instance.instanceId)?.tasksLeft).toBeUndefined();
+        expect(recordOf(stateDir, instance.instanceId)?.state).toBe('terminated');
+      } finally {
+        await endpoint.close();
+      }
+      const clean = await down(stateDir, DEAD_HOST);
+      expect(clean.error).toBeUndefined();
+      expect(clean.stdout).toContain('nothing to stop');
+    });
+
+    it('--forget-tasks records the tasks of an engine gone for good as stopped without asking it, saying what it forgot', async () => {
+      const stateDir = join(tmp, 'forget');
+      const socket = join(tmp, 'gone-engine.sock');
+      const endpoint = engineEndpoint(socket, engine.host);
+      await endpoint.open();
+      const instance = await crashedInstance(stateDir, engine, `unix://${socket}`, 'job-10.0');
+      await endpoint.close();
+      const name = containerName('job-10.0', instance.instanceId);
+      try {
+        expect((await down(stateDir, DEAD_HOST)).error).toBeDefined();
+        const mistyped = await down(stateDir, DEAD_HOST, ['local-000000000000']);
+        expect(mistyped.error?.message).toMatch(
+          /--forget-tasks.*local-000000000000: no such local instance/s,
+        );
+        expect(recordOf(stateDir, instance.instanceId)?.state).toBe('running');
+
+        // The user removed the container by hand: down records it stopped, never asking the dead engine.
+        await engine.docker.getContainer(name).remove({ force: true });
+        const forgot = await down(stateDir, DEAD_HOST, [instance.instanceId]);
+        expect(forgot.error).toBeUndefined();
+        expect(forgot.stdout).toContain(
+          `--forget-tasks: recorded the tasks of ${instance.instanceId} as stopped without asking its engine`,
+        );
+        expect(forgot.stdout).toContain(name);
+        expect(recordOf(stateDir, instance.instanceId)).toMatchObject({
+          state: 'terminated',
+          stoppedBy: 'down',
+        });
+        expect((await down(stateDir, DEAD_HOST)).stdout).toContain('nothing to stop');
+      } finally {
+        await engine.docker
+          .getContainer(name)
+          .remove({ force: true })
+          .catch(() => undefined);
       }
     });
   },

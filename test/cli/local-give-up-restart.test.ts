@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readWorkerExit } from '../../src/protocol/worker-exit.js';
+import { readWorkerExit } from '../../src/cloud/local/worker-exit-record.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 import { writeShortCounterSpec } from '../helpers/counter-spec.js';

@@ -2,7 +2,8 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readWorkerExit, WORKER_EXIT_FILE } from '../../src/protocol/worker-exit.js';
+import { readWorkerExit } from '../../src/cloud/local/worker-exit-record.js';
+import { WORKER_EXIT_FILE } from '../../src/protocol/worker-exit.js';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { WorkerAgent } from '../../src/worker/agent.js';
 import { ControllerClient } from '../../src/worker/controller-client.js';

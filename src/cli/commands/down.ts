@@ -7,15 +7,20 @@ import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.
 import { LocalProvider, type WorkerSpawner } from '../../cloud/local/local-provider.js';
 import { journalPathOf, LocalInstanceFile, type LocalInstance } from '../../cloud/local/instance-file.js';
 import { exitTimes, stopWorkersGently, type WorkerStopOutcome } from '../../cloud/local/local-shutdown.js';
-import { ProcessWorkerSpawner, type InstanceStopOutcome } from '../../cloud/local/worker-spawner.js';
+import {
+  isWorkerOf,
+  ProcessWorkerSpawner,
+  readWorkerEngine,
+  recordedTasks,
+  type InstanceStopOutcome,
+} from '../../cloud/local/worker-spawner.js';
 import { parseWith, ValidationError } from '../../core/validation.js';
 import { controllerConfigSchema, type ControllerConfig } from '../../controller/config.js';
-import { containerName } from '../../worker/executors/docker.js';
-import { dockerWhere } from '../../worker/executors/docker-engine.js';
 import { findLocalController, LOCAL_STATE_DIR } from '../local-state.js';
 import { lockHolder, PID_FILE, processRunning, sharedControllers } from '../state-dir-lock.js';
 import { DB_FILE } from './controller/state-dir.js';
-import { executorOf, taskStopperFor } from './local-task-stopper.js';
+import { tasksStillRunning } from '../local-fleet-stop.js';
+import { taskStopperFor } from './local-task-stopper.js';
 
 /**
  * `fleetwise down`: stop everything a local controller started from its state directory: the controller (which stops
@@ -23,7 +28,9 @@ import { executorOf, taskStopperFor } from './local-task-stopper.js';
  * every worker process the local instance records still list, each checkpointing and stopping its tasks first; what
  * does not stop in time is killed with its tasks. Those it stopped are marked so in the records, for the next start.
  * An instance whose tasks could not be stopped (its worker's Docker engine did not answer) stays recorded as running,
- * for the next controller or `down` to stop, and `down` names its containers and fails.
+ * for the next controller or `down` to stop, and `down` names its containers and fails. Instances that ended with
+ * tasks left running (a controller could not stop them: `tasksLeft`) are stopped the same way. Where their engine is
+ * gone for good, `--forget-tasks` records them stopped without asking it, once the user removed them.
  * A controller that cannot be stopped leaves the workers running. An EC2 controller stops alone: its instances are
  * not this host's processes, and it says so.
  * Idempotent: with nothing running it says so and succeeds.
@@ -32,11 +39,16 @@ import { executorOf, taskStopperFor } from './local-task-stopper.js';
 interface DownFlags {
   readonly stateDir?: string;
   readonly graceSeconds?: string;
+  /** true: every instance's; names: those instances'. */
+  readonly forgetTasks?: boolean | string[];
 }
 
 const flagsSchema = z.object({
   '--state-dir': z.string().min(1, 'a directory').optional(),
   '--grace-seconds': z.coerce.number({ error: 'a number of seconds' }).positive('must be > 0').default(90),
+  '--forget-tasks': z
+    .union([z.literal(true), z.array(z.string().min(1, 'an instance id')).min(1, 'an instance id')])
+    .optional(),
 });
 
 /** Whether the pid runs a controller (not a recycled pid); without /proc the pid file is trusted. */
@@ -164,7 +176,11 @@ function signal(pid: number, name: NodeJS.Signals): boolean {
 export async function runDown(flags: DownFlags): Promise<void> {
   const options = parseWith(
     flagsSchema,
-    { '--state-dir': flags.stateDir, '--grace-seconds': flags.graceSeconds },
+    {
+      '--state-dir': flags.stateDir,
+      '--grace-seconds': flags.graceSeconds,
+      '--forget-tasks': flags.forgetTasks,
+    },
     'fleetwise down',
   );
   // Without --state-dir, the local controller the client commands find: ./.fleetwise here or in a directory above.
@@ -178,6 +194,10 @@ export async function runDown(flags: DownFlags): Promise<void> {
         : `${stateDir} is not a controller's state directory (no state, token or instance records in it): give the directory the controller was started with`,
     ]);
   const graceMs = options['--grace-seconds'] * 1000;
+  const stateFile = join(stateDir, 'local-instances.json');
+  const forget = options['--forget-tasks'];
+  // Checked before anything stops: a mistyped id must not leave the tasks it meant to be asked for.
+  if (Array.isArray(forget)) checkForgettable(stateFile, forget);
   const out = (line: string): boolean => process.stdout.write(`${line}\n`);
   let stoppedAnything = false;
 
@@ -195,7 +215,6 @@ export async function runDown(flags: DownFlags): Promise<void> {
     stoppedAnything = true;
   }
 
-  const stateFile = join(stateDir, 'local-instances.json');
   // The records are a snapshot and its journal; either may exist alone.
   if (existsSync(stateFile) || existsSync(journalPathOf(stateFile))) {
     const spawner = new ProcessWorkerSpawner({
@@ -214,16 +233,34 @@ export async function runDown(flags: DownFlags): Promise<void> {
       spawner: recordOnly,
     });
     const running = provider.instances().filter((i) => i.state === 'running');
-    if (running.length > 0) {
+    // Ended instances whose tasks a controller could not stop: down stops those tasks too.
+    const leftBehind = provider
+      .instances()
+      .filter((i) => i.state === 'terminated' && i.tasksLeft !== undefined);
+    const forgotten = new Set(
+      [...running, ...leftBehind]
+        .map((i) => i.instanceId)
+        .filter((id) => forget === true || (forget?.includes(id) ?? false)),
+    );
+    if (running.length > 0 || leftBehind.length > 0) {
       const outcomes = await stopWorkersGently(running, { graceMs });
+      const stopOf = async (i: LocalInstance): Promise<InstanceStopOutcome> => {
+        if (!forgotten.has(i.instanceId)) return spawner.stop(i);
+        killWorker(i);
+        return { tasksStopped: true };
+      };
       const stops = new Map(
-        await Promise.all(running.map(async (i) => [i.instanceId, await spawner.stop(i)] as const)),
+        await Promise.all(
+          [...running, ...leftBehind].map(async (i) => [i.instanceId, await stopOf(i)] as const),
+        ),
       );
+      const tasksStopped = (i: LocalInstance): boolean => stops.get(i.instanceId)?.tasksStopped === true;
       // An instance whose tasks may still run stays running in the records: a later controller or down stops them.
-      const stopped = running.filter((i) => stops.get(i.instanceId)?.tasksStopped === true);
-      // Each instance ends when its own worker exited (a killed one now), not when the slowest was done.
+      const stopped = running.filter(tasksStopped);
+      // Each instance ends when its own worker exited (a killed one now), not when the slowest was done; an ended one
+      // whose tasks are stopped now has them taken off its record.
       await provider.terminate(
-        stopped.map((i) => i.instanceId),
+        [...stopped, ...leftBehind.filter(tasksStopped)].map((i) => i.instanceId),
         exitTimes(outcomes),
       );
       markStoppedByDown(stateFile, stopped);
@@ -231,14 +268,20 @@ export async function runDown(flags: DownFlags): Promise<void> {
         const instance = running.find((i) => i.instanceId === o.instanceId);
         if (instance !== undefined) out(workerLine(o, instance, stops.get(o.instanceId)));
       }
+      for (const instance of leftBehind) out(leftBehindLine(instance, stops.get(instance.instanceId)));
+      for (const instance of [...running, ...leftBehind])
+        if (forgotten.has(instance.instanceId)) out(forgottenLine(instance));
       stoppedAnything = true;
-      const unstopped = running.filter((i) => stops.get(i.instanceId)?.tasksStopped !== true);
-      if (unstopped.length > 0)
+      const unstopped = [...running, ...leftBehind].filter((i) => !tasksStopped(i));
+      if (unstopped.length > 0) {
+        const ids = unstopped.map((i) => i.instanceId).join(' ');
         throw new Error(
           `could not stop the tasks of local instance${unstopped.length === 1 ? '' : 's'} ` +
-            `${unstopped.map((i) => i.instanceId).join(', ')} (see above); left recorded as running: run fleetwise ` +
-            'down again once their engine answers, or stop what still runs yourself',
+            `${unstopped.map((i) => i.instanceId).join(', ')} (see above); left on record as still to stop: run ` +
+            'fleetwise down again once their engine answers, or, if it is gone for good, remove what still runs ' +
+            `yourself and run fleetwise down --forget-tasks ${ids}`,
         );
+      }
     }
   }
   if (!stoppedAnything) out(`nothing to stop in ${stateDir}`);
@@ -269,26 +312,52 @@ function workerLine(
   const ended =
     worker.outcome === 'exited' ? 'stopped' : worker.outcome === 'gone' ? 'had already exited' : 'killed';
   return (
-    `${head}${ended}, but its tasks could not be stopped (${stop.reason}); ${stillRunning(instance, stop)}; ` +
-    'the instance is left recorded as running, not stopped'
+    `${head}${ended}, but its tasks could not be stopped (${stop.reason}); ` +
+    `${tasksStillRunning(instance, stop.tasks, stop.engine)}; the instance is left recorded as running, not stopped`
   );
 }
 
-/** The tasks an instance may have left running, as a user finds them: containers by name, processes by directory. */
-function stillRunning(
-  instance: LocalInstance,
-  stop: Extract<InstanceStopOutcome, { tasksStopped: false }>,
-): string {
-  if (executorOf(instance.dir, stop.engine) === 'process')
-    return `its task processes (${stop.tasks.join(', ') || 'none recorded'}) under ${join(instance.dir, 'executor')} may still run`;
-  const where =
-    stop.engine === undefined
-      ? `the Docker engine at ${dockerWhere()} (its worker's engine was not recorded)`
-      : `the Docker engine at ${dockerWhere({ DOCKER_HOST: stop.engine.dockerHost })}`;
-  const names = stop.tasks.map((t) => containerName(t, instance.instanceId));
-  return names.length === 0
-    ? `containers labelled fleetwise.instance=${instance.instanceId} may still run on ${where}`
-    : `container${names.length === 1 ? '' : 's'} ${names.join(', ')} may still run on ${where}`;
+/** What down did to the tasks an instance that ended earlier left running. */
+function leftBehindLine(instance: LocalInstance, stop: InstanceStopOutcome | undefined): string {
+  const head = `local instance ${instance.instanceId} (ended earlier, its tasks left running): `;
+  if (stop === undefined || stop.tasksStopped) return `${head}its leftover tasks are stopped`;
+  return (
+    `${head}its tasks could not be stopped (${stop.reason}); ` +
+    `${tasksStillRunning(instance, stop.tasks, stop.engine)}; left on record as still to stop`
+  );
+}
+
+/** What `--forget-tasks` took off the record without asking the engine. */
+function forgottenLine(instance: LocalInstance): string {
+  const tasks = instance.tasksLeft ?? recordedTasks(instance.dir);
+  return (
+    `--forget-tasks: recorded the tasks of ${instance.instanceId} as stopped without asking its engine; if they ` +
+    `were not removed, ${tasksStillRunning(instance, tasks, readWorkerEngine(instance.dir))}`
+  );
+}
+
+/** Kill an instance's worker if it still runs (its tasks are left alone: `--forget-tasks`). */
+function killWorker(instance: LocalInstance): void {
+  if (instance.pid === undefined || !isWorkerOf(instance.pid, instance.instanceId)) return;
+  try {
+    process.kill(-instance.pid, 'SIGKILL');
+  } catch {
+    // exited meanwhile
+  }
+}
+
+/** `--forget-tasks` names instances the records hold. */
+function checkForgettable(stateFile: string, ids: readonly string[]): void {
+  const known = new Set(
+    existsSync(stateFile) || existsSync(journalPathOf(stateFile))
+      ? new LocalInstanceFile(stateFile).all().map((i) => i.instanceId)
+      : [],
+  );
+  const unknown = ids.filter((id) => !known.has(id));
+  if (unknown.length > 0)
+    throw new ValidationError('--forget-tasks', [
+      `${unknown.join(', ')}: no such local instance in ${stateFile} (give the ids down named)`,
+    ]);
 }
 
 /**
@@ -329,6 +398,10 @@ export function registerDown(program: Command): void {
     .option(
       '--grace-seconds <s>',
       'how long workers may take to checkpoint their tasks before they are killed (default 90)',
+    )
+    .option(
+      '--forget-tasks [instance...]',
+      'record the tasks of these local instances (all, with no id) as stopped without asking their Docker engine: for an engine gone for good, after you removed the containers down named yourself; says what it forgot',
     )
     .action(async (options: DownFlags) => {
       await runDown(options);

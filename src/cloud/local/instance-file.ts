@@ -45,6 +45,12 @@ export interface LocalInstance {
    * start closes it as stopped with the controller, not as lost.
    */
   readonly stoppedBy?: 'down' | undefined;
+  /**
+   * Tasks its worker left that could not be stopped when the instance ended (their engine did not answer): they may
+   * still run, so they are stopped again later (a controller retries, `fleetwise down` tries too) and this is cleared
+   * once that succeeds. The instance itself ended with its worker: it is billed no longer.
+   */
+  readonly tasksLeft?: readonly string[] | undefined;
   /** Working directory of the instance's worker (executor state, task directories, its log). */
   readonly dir: string;
   readonly pid?: number | undefined;
@@ -58,6 +64,7 @@ const instanceSchema = z.object({
   launchTimeMs: z.number(),
   terminatedAtMs: z.number().optional(),
   stoppedBy: z.literal('down').optional(),
+  tasksLeft: z.array(z.string()).optional(),
   dir: z.string(),
   pid: z.number().int().optional(),
 });

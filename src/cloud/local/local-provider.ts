@@ -16,9 +16,9 @@ import {
   type LaunchResult,
   type ListOptions,
 } from '../provider.js';
-import { readWorkerExit } from '../../protocol/worker-exit.js';
+import { readWorkerExit } from './worker-exit-record.js';
 import { LocalInstanceFile, type LocalInstance } from './instance-file.js';
-import { findWorkerPid, isWorkerOf } from './worker-spawner.js';
+import { findWorkerPid, isWorkerOf, type InstanceStopOutcome } from './worker-spawner.js';
 
 export type { LocalInstance } from './instance-file.js';
 
@@ -35,6 +35,11 @@ export type { LocalInstance } from './instance-file.js';
  * An instance ends with its worker: one whose worker is provably gone (its recorded pid no longer runs it) is closed
  * by the next list(), when the worker recorded it exited (a worker that gave up, WORKER_EXIT_FILE) or else then, and
  * its leftover tasks stopped, rather than billed on until the controller's heartbeat timeout.
+ *
+ * Tasks that could not be stopped when their instance ended (their Docker engine did not answer) are recorded on it
+ * (`tasksLeft`): the instance stays ended, billed no longer, but its tasks may still run, and a job resumed elsewhere
+ * would run twice. list() starts their stop again, at most once per TASK_STOP_RETRY_MS per instance and without
+ * waiting for it (a slow engine must not slow down every sync); `fleetwise down` stops them too.
  *
  * Every local instance is on the one host, in zone `local`; a placement group asked for is recorded (tagged, as EC2
  * does) and always granted: processes on one host are as near as instances get.
@@ -56,7 +61,15 @@ export interface WorkerSpawner {
   spawn(instance: LocalInstance): number | undefined;
   /** Stop the worker and every task it started (the instance is gone). Idempotent. */
   kill(instance: LocalInstance): Promise<void>;
+  /**
+   * `kill`, saying whether the instance's tasks were stopped. A spawner without it leaves no task behind that it could
+   * stop (its workers run elsewhere, or it only records): its kill counts as a stop.
+   */
+  stop?(instance: LocalInstance): Promise<InstanceStopOutcome>;
 }
+
+/** Tasks an ended instance left running are tried again at most this often (each try may wait on a slow engine). */
+export const TASK_STOP_RETRY_MS = 60_000;
 
 export interface LocalProviderOptions {
   /** The JSON file holding the instances (created on first launch). */
@@ -66,6 +79,8 @@ export interface LocalProviderOptions {
   readonly catalog: Catalog;
   readonly spawner: WorkerSpawner;
   readonly nowMs?: () => number;
+  /** How often leftover tasks are tried again (default TASK_STOP_RETRY_MS). */
+  readonly taskStopRetryMs?: number;
 }
 
 export class LocalProvider implements CloudProvider {
@@ -73,6 +88,10 @@ export class LocalProvider implements CloudProvider {
   readonly vanishedReason = 'its worker process is gone';
   private readonly nowMs: () => number;
   private readonly file: LocalInstanceFile;
+  /** When this provider last began stopping each instance's tasks (Date.now: the retries' pace, not billing). */
+  private readonly stopBeganMs = new Map<string, number>();
+  /** Retried stops of leftover tasks still under way, by instance. */
+  private readonly retrying = new Map<string, Promise<void>>();
 
   constructor(private readonly options: LocalProviderOptions) {
     this.nowMs = options.nowMs ?? Date.now;
@@ -168,6 +187,7 @@ export class LocalProvider implements CloudProvider {
    * can tell), and its leftover tasks are stopped as a terminate stops them. Returns the instances closed.
    */
   async closeGoneWorkers(clusterName: string): Promise<LocalInstance[]> {
+    this.retryLeftTasks(clusterName);
     const exits = new Map<string, number>();
     const gone = this.load().filter((i) => {
       if (i.state !== 'running' || i.tags[TAG_CLUSTER] !== clusterName) return false;
@@ -205,7 +225,64 @@ export class LocalProvider implements CloudProvider {
     this.file.write(closed);
     // At once: each kill waits for its tasks' stops (bounded by the spawner), and one after the other they would add
     // up in the controller's round.
-    await Promise.all(gone.map((inst) => this.options.spawner.kill(inst)));
+    await Promise.all(
+      gone.map(async (inst) => this.recordTaskStop(inst.instanceId, await this.stopWorker(inst))),
+    );
+  }
+
+  /** Stop an instance's worker and tasks, saying whether its tasks stopped. */
+  private async stopWorker(inst: LocalInstance): Promise<InstanceStopOutcome> {
+    this.stopBeganMs.set(inst.instanceId, Date.now());
+    const { spawner } = this.options;
+    if (spawner.stop !== undefined) return spawner.stop(inst);
+    await spawner.kill(inst);
+    return { tasksStopped: true };
+  }
+
+  /** Keep on the record the tasks that may still run, or clear them once they are stopped. */
+  private recordTaskStop(instanceId: string, outcome: InstanceStopOutcome): void {
+    const current = this.load().find((i) => i.instanceId === instanceId);
+    if (current === undefined || current.state !== 'terminated') return;
+    if (!outcome.tasksStopped) {
+      // A retry that failed again changes nothing: no journal line a minute.
+      if (current.tasksLeft?.join('\0') !== outcome.tasks.join('\0'))
+        this.file.write([{ ...current, tasksLeft: [...outcome.tasks] }]);
+      return;
+    }
+    if (current.tasksLeft === undefined) return;
+    const { tasksLeft: _stopped, ...rest } = current;
+    this.file.write([rest]);
+  }
+
+  /**
+   * Start stopping again the tasks ended instances of the cluster left running, each at most once per retry period
+   * and one at a time; not awaited: the caller (list(), on every sync's path) must not wait on a slow engine.
+   */
+  private retryLeftTasks(clusterName: string): void {
+    const nowMs = Date.now();
+    const periodMs = this.options.taskStopRetryMs ?? TASK_STOP_RETRY_MS;
+    for (const inst of this.load()) {
+      const id = inst.instanceId;
+      if (
+        inst.tasksLeft === undefined ||
+        inst.state !== 'terminated' ||
+        inst.tags[TAG_CLUSTER] !== clusterName
+      )
+        continue;
+      const began = this.stopBeganMs.get(id);
+      if (this.retrying.has(id) || (began !== undefined && nowMs - began < periodMs)) continue;
+      const retry = this.stopWorker(inst)
+        .then((outcome) => this.recordTaskStop(id, outcome))
+        // The spawner reports a failed stop itself; a record that cannot be written is seen by the next list().
+        .catch(() => undefined)
+        .finally(() => this.retrying.delete(id));
+      this.retrying.set(id, retry);
+    }
+  }
+
+  /** Settles once the retried stops of leftover tasks under way now are done (for a clean stop, and tests). */
+  async leftTaskStopsDone(): Promise<void> {
+    await Promise.all([...this.retrying.values()]);
   }
 
   // async: a corrupt state file rejects the promise (callers' .catch sees it) instead of throwing synchronously.

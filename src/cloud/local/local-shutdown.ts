@@ -1,4 +1,4 @@
-import { readWorkerExit } from '../../protocol/worker-exit.js';
+import { readWorkerExit } from './worker-exit-record.js';
 import type { LocalInstance } from './local-provider.js';
 import { isWorkerOf } from './worker-spawner.js';
 

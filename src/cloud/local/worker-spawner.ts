@@ -2,10 +2,10 @@ import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { readJsonRecord, writeJsonRecord } from '../../protocol/json-record.js';
 import { LAUNCH_SECRET_ENV, launchSecretFor } from '../../protocol/launch-secret.js';
 import { PROJECT_ROOT } from '../catalog-file.js';
 import { TAG_LAUNCH_TOKEN } from '../provider.js';
+import { readJsonRecord, writeJsonRecord } from './json-record.js';
 import type { LocalInstance, WorkerSpawner } from './local-provider.js';
 
 /**
@@ -191,7 +191,8 @@ export class ProcessWorkerSpawner implements WorkerSpawner {
         const failed = e instanceof TaskStopFailures ? e.taskIds : recordedTasks(instance.dir);
         this.options.warn?.(
           `could not stop the tasks of local instance ${instance.instanceId}: ${(e as Error).message}; ` +
-            `they may still run (${(engine?.executor ?? this.options.executorKind) === 'docker' ? `containers labelled fleetwise.instance=${instance.instanceId}` : `processes under ${join(instance.dir, 'executor')}`})`,
+            `they may still run (${(engine?.executor ?? this.options.executorKind) === 'docker' ? `containers labelled fleetwise.instance=${instance.instanceId}` : `processes under ${join(instance.dir, 'executor')}`}), ` +
+            'so their jobs may run twice, here and where they are resumed, until those are stopped',
         );
         return { tasksStopped: false, reason: (e as Error).message, tasks: failed, engine };
       }
@@ -251,7 +252,7 @@ class TaskStopFailures extends Error {
 }
 
 /** The tasks an instance's worker recorded in its directory (`tasks/<id>/agent.json`): those it may have left running. */
-function recordedTasks(instanceDir: string): string[] {
+export function recordedTasks(instanceDir: string): string[] {
   try {
     return readdirSync(join(instanceDir, 'tasks'))
       .filter((id) => existsSync(join(instanceDir, 'tasks', id, 'agent.json')))

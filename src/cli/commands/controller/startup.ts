@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { LocalInstance } from '../../../cloud/local/local-provider.js';
-import { readWorkerExit } from '../../../protocol/worker-exit.js';
+import { readWorkerExit } from '../../../cloud/local/worker-exit-record.js';
 import { startApiServer, type ApiServer } from '../../../controller/api/server.js';
 import type { Clock } from '../../../controller/clock.js';
 import type { ControllerConfig } from '../../../controller/config.js';

@@ -20,6 +20,14 @@ export function launchBackoff(ctx: ReconcileContext): LaunchBackoff {
 }
 
 /**
+ * When each reconciler (one per controller) first checked registrations: a worker cannot register while no controller
+ * serves, so, as heartbeats count their silence, a registration is waited for from then at the earliest. A controller
+ * restarted after a crash mid-launch spawns the workers never started (startup.ts), and their instances, running
+ * since before the crash, would otherwise be replaced at once.
+ */
+const firstCheckSeconds = new WeakMap<ReconcileContext, number>();
+
+/**
  * An instance running in EC2 whose worker has not registered within the timeout is replaced: drained (then
  * terminated), its tasks returned to the queue, and launches paused with doubling backoff so that a broken AMI or
  * bootstrap cannot launch instances in a loop. A registration resets the backoff.
@@ -29,6 +37,8 @@ export function checkRegistrations(ctx: ReconcileContext): string[] {
   if (registered === undefined) return [];
   const replaced: string[] = [];
   const now = ctx.now();
+  const servingSince = firstCheckSeconds.get(ctx) ?? now;
+  firstCheckSeconds.set(ctx, servingSince);
   // Read once per pass (not once per instance): only this pass writes it meanwhile, and it keeps `backoff` in step.
   let backoff = launchBackoff(ctx);
   for (const inst of ctx.store.listInstances({ states: ['running'] })) {
@@ -39,7 +49,7 @@ export function checkRegistrations(ctx: ReconcileContext): string[] {
       }
       continue;
     }
-    const since = inst.runningAtSeconds ?? inst.updatedAtSeconds;
+    const since = Math.max(inst.runningAtSeconds ?? inst.updatedAtSeconds, servingSince);
     if (now - since < ctx.settings.registrationTimeoutSeconds) continue;
     const failures = backoff.failures + 1;
     const delay = Math.min(

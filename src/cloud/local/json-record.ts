@@ -1,6 +1,6 @@
 import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import type { z } from 'zod';
-import { parseWith, ValidationError } from '../core/validation.js';
+import { parseWith, ValidationError } from '../../core/validation.js';
 
 /**
  * Small JSON records one process leaves in a directory for another to read (a local worker's engine, its exit): read
