@@ -72,7 +72,7 @@ class CountingSpawner implements WorkerSpawner {
   }
 }
 
-function provider(dir: string): { provider: LocalProvider; spawner: CountingSpawner } {
+function provider(dir: string, goneGraceMs?: number): { provider: LocalProvider; spawner: CountingSpawner } {
   const spawner = new CountingSpawner(
     new ProcessWorkerSpawner({
       controllerUrl: 'http://127.0.0.1:9',
@@ -88,6 +88,7 @@ function provider(dir: string): { provider: LocalProvider; spawner: CountingSpaw
       instancesDir: join(dir, 'instances'),
       catalog: table3Catalog(),
       spawner,
+      ...(goneGraceMs === undefined ? {} : { goneGraceMs }),
     }),
     spawner,
   };
@@ -307,8 +308,9 @@ describe('local provider (real worker processes)', () => {
     expect(pidOf(once.provider, first)).toBe(firstPid);
   });
 
-  it('lists an instance whose worker died as ended: when the worker recorded its exit, else when first seen gone; its tasks stopped', async () => {
-    const { provider: p } = provider(join(tmp, 'dead-worker'));
+  it('lists an instance whose worker died as ended: when the worker recorded its exit, else when first seen gone once its grace ran out; its tasks stopped', async () => {
+    const graceMs = 400;
+    const { provider: p } = provider(join(tmp, 'dead-worker'), graceMs);
     const killed = (await p.launch(request('d-1'))).instanceIds[0] as string;
     const gaveUp = (await p.launch(request('d-2'))).instanceIds[0] as string;
     const live = (await p.launch(request('d-3'))).instanceIds[0] as string;
@@ -347,6 +349,10 @@ describe('local provider (real worker processes)', () => {
     }
     await new Promise((r) => setTimeout(r, 50));
     const lookedMs = Date.now();
+    // The worker that gave up ends at once; the one that died without a word is given its grace to come back.
+    expect((await p.list('alpha')).map((i) => i.instanceId).sort()).toEqual([killed, live].sort());
+    const firstSeenMs = Date.now();
+    await new Promise((r) => setTimeout(r, graceMs + 50));
     expect((await p.list('alpha')).map((i) => i.instanceId)).toEqual([live]);
     const listed = new Map(
       (await p.list('alpha', { includeTerminated: true })).map((i) => [i.instanceId, i]),
@@ -354,7 +360,9 @@ describe('local provider (real worker processes)', () => {
     expect(listed.get(gaveUp)?.state).toBe('terminated');
     expect(listed.get(gaveUp)?.endedAt?.getTime()).toBe(exitedAtMs);
     expect(listed.get(killed)?.state).toBe('terminated');
+    // Ended when first seen gone, not when its grace ran out.
     expect(listed.get(killed)?.endedAt?.getTime()).toBeGreaterThanOrEqual(lookedMs);
+    expect(listed.get(killed)?.endedAt?.getTime()).toBeLessThanOrEqual(firstSeenMs);
     // Ended by its worker's death, not by EC2: a local spot instance is never taken for a reclaimed one.
     expect(listed.get(killed)?.endedBySpotInterruption).toBe(false);
     expect(listed.get(live)?.state).toBe('running');
@@ -368,6 +376,21 @@ describe('local provider (real worker processes)', () => {
       ),
     );
     expect(reopened.get(gaveUp)).toBe(exitedAtMs);
+  });
+
+  it('keeps an instance whose worker, dead without a word, is started again within its grace, recording its new pid', async () => {
+    const { provider: p, spawner } = provider(join(tmp, 'restarted-worker'), 60_000);
+    const id = (await p.launch(request('r-1'))).instanceIds[0] as string;
+    const first = pidOf(p, id);
+    killProcessGroups([first]);
+    expect(await waitDead(first)).toBe(true);
+    expect((await p.list('alpha')).map((i) => i.instanceId)).toEqual([id]);
+    // Started again by hand (its saved credential would register it), as a supervisor restarts a worker on EC2.
+    const again = spawner.spawn(p.instances().find((i) => i.instanceId === id) as LocalInstance) as number;
+    expect((await p.list('alpha')).map((i) => i.instanceId)).toEqual([id]);
+    expect(pidOf(p, id)).toBe(again);
+    await p.terminate([id]);
+    expect(await waitDead(again)).toBe(true);
   });
 
   it('state survives a provider restart: a new provider object finds the instances and their tokens', async () => {

@@ -68,6 +68,13 @@ export interface WorkerSpawner {
   stop?(instance: LocalInstance): Promise<InstanceStopOutcome>;
 }
 
+/**
+ * A worker that died without recording its exit is waited for this long before its instance is closed: time for it
+ * to be started again (its saved credential registers it anew), still well under the heartbeat timeout that would
+ * otherwise notice it.
+ */
+export const GONE_GRACE_MS = 10_000;
+
 /** Tasks an ended instance left running are tried again at most this often (each try may wait on a slow engine). */
 export const TASK_STOP_RETRY_MS = 60_000;
 
@@ -79,6 +86,8 @@ export interface LocalProviderOptions {
   readonly catalog: Catalog;
   readonly spawner: WorkerSpawner;
   readonly nowMs?: () => number;
+  /** How long a worker that died without a word may stay gone before its instance is closed (GONE_GRACE_MS). */
+  readonly goneGraceMs?: number;
   /** How often leftover tasks are tried again (default TASK_STOP_RETRY_MS). */
   readonly taskStopRetryMs?: number;
 }
@@ -90,6 +99,8 @@ export class LocalProvider implements CloudProvider {
   private readonly file: LocalInstanceFile;
   /** When this provider last began stopping each instance's tasks (Date.now: the retries' pace, not billing). */
   private readonly stopBeganMs = new Map<string, number>();
+  /** When each running instance's worker was first seen gone, for the grace period before it is closed. */
+  private readonly goneSinceMs = new Map<string, number>();
   /** Retried stops of leftover tasks still under way, by instance. */
   private readonly retrying = new Map<string, Promise<void>>();
 
@@ -181,21 +192,42 @@ export class LocalProvider implements CloudProvider {
   }
 
   /**
-   * Close the running instances of the cluster whose worker is provably gone: its recorded pid no longer runs it
-   * (checked by command line, never by a bare pid another process may have taken), or, without a pid, it recorded
-   * its exit and no worker of it runs. Each ends when its worker recorded it exited, else now (the first look that
-   * can tell), and its leftover tasks are stopped as a terminate stops them. Returns the instances closed.
+   * Close the running instances of the cluster whose worker is provably gone: no process runs it (checked by command
+   * line, never by a bare pid another process may have taken). One that recorded its exit (it gave up) ends then, at
+   * once; one that died without a word ends when it was first seen gone, once it has stayed gone for the grace period
+   * (LocalProviderOptions.goneGraceMs): a worker started again meanwhile (by hand, as a supervisor on EC2 would,
+   * with its saved credential) is found by its command line and kept, its new pid recorded. Their leftover tasks are
+   * stopped as a terminate stops them. Returns the instances closed.
    */
   async closeGoneWorkers(clusterName: string): Promise<LocalInstance[]> {
     this.retryLeftTasks(clusterName);
+    const now = this.nowMs();
+    const graceMs = this.options.goneGraceMs ?? GONE_GRACE_MS;
     const exits = new Map<string, number>();
     const gone = this.load().filter((i) => {
       if (i.state !== 'running' || i.tags[TAG_CLUSTER] !== clusterName) return false;
-      if (i.pid !== undefined && isWorkerOf(i.pid, i.instanceId)) return false;
-      const exit = readWorkerExit(i.dir);
-      if (i.pid === undefined && (exit === undefined || findWorkerPid(i.instanceId) !== undefined))
+      if (i.pid !== undefined && isWorkerOf(i.pid, i.instanceId)) {
+        this.goneSinceMs.delete(i.instanceId);
         return false;
-      if (exit !== undefined) exits.set(i.instanceId, exit.exitedAtMs);
+      }
+      const exit = readWorkerExit(i.dir);
+      // Never started (a record without a pid and no exit: startUnstartedWorkers' or an external worker's); looked
+      // at before the scan of /proc below, which would cost every list a scan per such record.
+      if (i.pid === undefined && exit === undefined) return false;
+      const found = findWorkerPid(i.instanceId);
+      if (found !== undefined) {
+        this.goneSinceMs.delete(i.instanceId);
+        if (i.pid !== undefined) this.file.write([{ ...i, pid: found }]);
+        return false;
+      }
+      if (exit !== undefined) {
+        exits.set(i.instanceId, exit.exitedAtMs);
+        return true;
+      }
+      const since = this.goneSinceMs.get(i.instanceId) ?? now;
+      this.goneSinceMs.set(i.instanceId, since);
+      if (now - since < graceMs) return false;
+      exits.set(i.instanceId, since);
       return true;
     });
     if (gone.length === 0) return [];
