@@ -96,96 +96,105 @@ async function post(url: string, bearer: string, body: unknown): Promise<{ statu
 describe('worker identity in local mode (real CLI, process executor)', () => {
   it('the shared worker token cannot register as a live instance: no takeover, no task specs, no forged reports', async () => {
     const ctl = await start('takeover');
-    const job = await runningJob(ctl, 120);
-    const shared = readFileSync(join(ctl.stateDir, 'worker-token'), 'utf8').trim();
-    // The worker got its launch's one-time secret, and neither the cluster's key nor the controller's admin token.
-    const environ = readFileSync(`/proc/${job.pid}/environ`, 'utf8').split('\0');
-    expect(environ.some((v) => /^FLEETWISE_LAUNCH_SECRET=.{20,}$/.test(v))).toBe(true);
-    expect(environ.join('\n')).not.toContain(shared);
-    expect(environ.join('\n')).not.toContain(LOCAL_ADMIN_TOKEN);
-    const register = `${ctl.url}/v1/workers/register`;
-    // The attack as it was made: the shared token and the live instance's cloud id.
-    const attempts = [
-      { instanceId: job.cloudId, executor: 'process', hostname: 'attacker' },
-      { instanceId: job.cloudId, executor: 'process', identity: { kind: 'launch-secret' } },
-      { instanceId: job.cloudId, executor: 'process', identity: { kind: 'instance-token' } },
-    ];
-    for (const body of attempts) {
-      const answer = await post(register, shared, body);
-      expect([401, 403, 409], `${JSON.stringify(body)} → ${answer.status} ${answer.text}`).toContain(
-        answer.status,
+    try {
+      const job = await runningJob(ctl, 120);
+      const shared = readFileSync(join(ctl.stateDir, 'worker-token'), 'utf8').trim();
+      // The worker got its launch's one-time secret, and neither the cluster's key nor the controller's admin token.
+      const environ = readFileSync(`/proc/${job.pid}/environ`, 'utf8').split('\0');
+      expect(environ.some((v) => /^FLEETWISE_LAUNCH_SECRET=.{20,}$/.test(v))).toBe(true);
+      expect(environ.join('\n')).not.toContain(shared);
+      expect(environ.join('\n')).not.toContain(LOCAL_ADMIN_TOKEN);
+      const register = `${ctl.url}/v1/workers/register`;
+      // The attack as it was made: the shared token and the live instance's cloud id.
+      const attempts = [
+        { instanceId: job.cloudId, executor: 'process', hostname: 'attacker' },
+        { instanceId: job.cloudId, executor: 'process', identity: { kind: 'launch-secret' } },
+        { instanceId: job.cloudId, executor: 'process', identity: { kind: 'instance-token' } },
+      ];
+      for (const body of attempts) {
+        const answer = await post(register, shared, body);
+        expect([401, 403, 409], `${JSON.stringify(body)} → ${answer.status} ${answer.text}`).toContain(
+          answer.status,
+        );
+        expect(answer.text).not.toContain('workerToken');
+      }
+      // Nothing to heartbeat with: a forged report is refused and the job's spec (its env) is not handed out.
+      const forged = await post(`${ctl.url}/v1/workers/heartbeat`, shared, {
+        tasks: [{ taskId: `${job.id}.0`, state: 'failed', exitCode: 1, reason: 'by attacker' }],
+      });
+      expect(forged.status).toBe(401);
+      expect(forged.text).not.toContain(TEAM_SECRET);
+      // The real worker kept its instance: the job finishes there, not failed "by attacker".
+      const done = await until(
+        `${job.id} to succeed`,
+        async () => {
+          const doc = (await ctl.api('GET', `/v1/jobs/${job.id}`)).json as JobDoc;
+          return doc.state === 'succeeded' || doc.state === 'failed' ? doc : undefined;
+        },
+        40_000,
+        ctl.diagnostics,
       );
-      expect(answer.text).not.toContain('workerToken');
+      expect(done.state, done.reason).toBe('succeeded');
+      const events = (await ctl.api('GET', `/v1/jobs/${job.id}`)).text;
+      expect(events).not.toContain('by attacker');
+    } finally {
+      ctl.process.kill('SIGTERM');
+      await ctl.exited;
     }
-    // Nothing to heartbeat with: a forged report is refused and the job's spec (its env) is not handed out.
-    const forged = await post(`${ctl.url}/v1/workers/heartbeat`, shared, {
-      tasks: [{ taskId: `${job.id}.0`, state: 'failed', exitCode: 1, reason: 'by attacker' }],
-    });
-    expect(forged.status).toBe(401);
-    expect(forged.text).not.toContain(TEAM_SECRET);
-    // The real worker kept its instance: the job finishes there, not failed "by attacker".
-    const done = await until(
-      `${job.id} to succeed`,
-      async () => {
-        const doc = (await ctl.api('GET', `/v1/jobs/${job.id}`)).json as JobDoc;
-        return doc.state === 'succeeded' || doc.state === 'failed' ? doc : undefined;
-      },
-      40_000,
-      ctl.diagnostics,
-    );
-    expect(done.state, done.reason).toBe('succeeded');
-    const events = (await ctl.api('GET', `/v1/jobs/${job.id}`)).text;
-    expect(events).not.toContain('by attacker');
-    ctl.process.kill('SIGTERM');
-    await ctl.exited;
   });
 
   it('a restarted worker re-registers with its saved per-instance token and its task runs on', async () => {
     const ctl = await start('restart');
-    const job = await runningJob(ctl, 160);
-    // The worker dies (and its task with it); its launch secret is spent.
-    process.kill(-job.pid, 'SIGKILL');
-    await until('the worker to exit', () => (pidAlive(job.pid) ? undefined : true), 10_000);
-    expect(existsSync(join(job.dir, 'worker-credential.json'))).toBe(true);
-    // The operator starts it again, without any secret: it has its saved credential.
-    const worker = spawn(
-      process.execPath,
-      [
-        CLI,
-        'worker',
-        '--controller',
-        ctl.url,
-        '--instance-id',
-        job.cloudId,
-        '--executor',
-        'process',
-        '--work-dir',
-        job.dir,
-      ],
-      { env: bareEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    children.push(worker);
-    let log = '';
-    worker.stdout?.on('data', (d: Buffer) => (log += d.toString()));
-    worker.stderr?.on('data', (d: Buffer) => (log += d.toString()));
-    await until('the restarted worker to register', () => (log.includes('registered as') ? true : undefined));
-    const done = await until(
-      `${job.id} to succeed`,
-      async () => {
-        const doc = (await ctl.api('GET', `/v1/jobs/${job.id}`)).json as JobDoc;
-        return doc.state === 'succeeded' || doc.state === 'failed' ? doc : undefined;
-      },
-      40_000,
-      () => `${ctl.diagnostics()}\n--- restarted worker:\n${log}`,
-    );
-    expect(done.state, done.reason).toBe('succeeded');
-    expect(log).toMatch(/re-registered/);
-    // A local instance's tasks end with its worker: the restarted worker finds its task ended without an exit code,
-    // takes it for stopped (not failed) and, as the controller still wants it there, runs it again.
-    expect(log).toContain(`adopted task ${job.id}.0 (exited)`);
-    expect(log).toMatch(new RegExp(`started ${job.id.replace('.', '\\.')}\\.0`));
-    worker.kill('SIGTERM');
-    ctl.process.kill('SIGTERM');
-    await ctl.exited;
+    // Stopped however the test ends: a failed wait would leave it serving for ever.
+    try {
+      const job = await runningJob(ctl, 160);
+      // The worker dies (and its task with it); its launch secret is spent.
+      process.kill(-job.pid, 'SIGKILL');
+      await until('the worker to exit', () => (pidAlive(job.pid) ? undefined : true), 10_000);
+      expect(existsSync(join(job.dir, 'worker-credential.json'))).toBe(true);
+      // The operator starts it again, without any secret: it has its saved credential.
+      const worker = spawn(
+        process.execPath,
+        [
+          CLI,
+          'worker',
+          '--controller',
+          ctl.url,
+          '--instance-id',
+          job.cloudId,
+          '--executor',
+          'process',
+          '--work-dir',
+          job.dir,
+        ],
+        { env: bareEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      children.push(worker);
+      let log = '';
+      worker.stdout?.on('data', (d: Buffer) => (log += d.toString()));
+      worker.stderr?.on('data', (d: Buffer) => (log += d.toString()));
+      await until('the restarted worker to register', () =>
+        log.includes('registered as') ? true : undefined,
+      );
+      const done = await until(
+        `${job.id} to succeed`,
+        async () => {
+          const doc = (await ctl.api('GET', `/v1/jobs/${job.id}`)).json as JobDoc;
+          return doc.state === 'succeeded' || doc.state === 'failed' ? doc : undefined;
+        },
+        40_000,
+        () => `${ctl.diagnostics()}\n--- restarted worker:\n${log}`,
+      );
+      expect(done.state, done.reason).toBe('succeeded');
+      expect(log).toMatch(/re-registered/);
+      // A local instance's tasks end with its worker: the restarted worker finds its task ended without an exit code,
+      // takes it for stopped (not failed) and, as the controller still wants it there, runs it again.
+      expect(log).toContain(`adopted task ${job.id}.0 (exited)`);
+      expect(log).toMatch(new RegExp(`started ${job.id.replace('.', '\\.')}\\.0`));
+      worker.kill('SIGTERM');
+    } finally {
+      ctl.process.kill('SIGTERM');
+      await ctl.exited;
+    }
   });
 });
