@@ -222,18 +222,17 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
   if (merged.provider === 'local') applyLocalDefaults(merged);
   const result = controllerConfigSchema.safeParse(merged);
   const source = file === undefined ? 'controller options' : file.path;
+  // A field as problems name it: as shown (its dotted path by default), with its line in the file when it has one.
+  const at = (path: FieldPath, shown: string = formatFieldPath(path)): string => {
+    const line = file?.lineAt(path);
+    return `${shown}${line === undefined ? '' : ` (line ${line})`}`;
+  };
   if (!result.success) {
-    const at = (path: FieldPath, shown: string): string => {
-      const line = file?.lineAt(path);
-      return `${shown}${line === undefined ? '' : ` (line ${line})`}`;
-    };
     const problems = result.error.issues.flatMap((issue): string[] => {
       const path = issue.path.filter((p): p is string | number => typeof p !== 'symbol');
       if (issue.code === 'unrecognized_keys')
         // An unknown key is any text: quoted where it is not a plain name, it cannot pass for another problem.
-        return unknownKeyProblems(path, issue.keys).map(
-          (p) => `${at(p.path, formatFieldPath(p.path))}: ${p.message}`,
-        );
+        return unknownKeyProblems(path, issue.keys).map((p) => `${at(p.path)}: ${p.message}`);
       const dotted = path.map(String).join('.');
       const flag = fromFlag.get(dotted);
       if (flag !== undefined) return [`${flag}: ${issue.message}`];
@@ -251,11 +250,9 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
   }
   const parsed = result.data;
   if (options.catalog !== undefined && parsed.priceOverrides !== undefined) {
-    const problems = priceOverrideProblems(options.catalog, parsed.priceOverrides).map((p) => {
-      const path = ['priceOverrides', ...p.path];
-      const line = file?.lineAt(path);
-      return `${formatFieldPath(path)}${line === undefined ? '' : ` (line ${line})`}: ${p.message}`;
-    });
+    const problems = priceOverrideProblems(options.catalog, parsed.priceOverrides).map(
+      (p) => `${at(['priceOverrides', ...p.path])}: ${p.message}`,
+    );
     if (problems.length > 0) throw new ValidationError(source, problems);
   }
   if (options.catalog !== undefined) {
@@ -264,12 +261,10 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
     const problems = Object.keys(parsed.localBootSeconds)
       .filter((name) => !typeNames.includes(name))
       .map((name) => {
-        const path = ['localBootSeconds', name];
-        const line = file?.lineAt(path);
         const near = nearestKey(name, typeNames);
         return (
-          `${formatFieldPath(path)}${line === undefined ? '' : ` (line ${line})`}: not an instance type of the ` +
-          `catalog${near === undefined ? '' : `, did you mean ${near}?`}`
+          `${at(['localBootSeconds', name])}: not an instance type of the catalog` +
+          (near === undefined ? '' : `, did you mean ${near}?`)
         );
       });
     if (problems.length > 0) throw new ValidationError(source, problems);
