@@ -200,11 +200,20 @@ export class LocalProvider implements CloudProvider {
    * stopped as a terminate stops them. Returns the instances closed.
    */
   async closeGoneWorkers(clusterName: string): Promise<LocalInstance[]> {
-    this.retryLeftTasks(clusterName);
+    return (await this.closeGoneWorkersIn(clusterName)).closed;
+  }
+
+  /** closeGoneWorkers, also giving the records as they stand after it: one read of the file when nothing closed. */
+  private async closeGoneWorkersIn(
+    clusterName: string,
+  ): Promise<{ closed: LocalInstance[]; instances: LocalInstance[] }> {
+    const instances = this.load();
+    this.retryLeftTasks(clusterName, instances);
     const now = this.nowMs();
     const graceMs = this.options.goneGraceMs ?? GONE_GRACE_MS;
     const exits = new Map<string, number>();
-    const gone = this.load().filter((i) => {
+    let repidded = false;
+    const gone = instances.filter((i) => {
       if (i.state !== 'running' || i.tags[TAG_CLUSTER] !== clusterName) return false;
       if (i.pid !== undefined && isWorkerOf(i.pid, i.instanceId)) {
         this.goneSinceMs.delete(i.instanceId);
@@ -217,7 +226,10 @@ export class LocalProvider implements CloudProvider {
       const found = findWorkerPid(i.instanceId);
       if (found !== undefined) {
         this.goneSinceMs.delete(i.instanceId);
-        if (i.pid !== undefined) this.file.write([{ ...i, pid: found }]);
+        if (i.pid !== undefined) {
+          this.file.write([{ ...i, pid: found }]);
+          repidded = true;
+        }
         return false;
       }
       if (exit !== undefined) {
@@ -230,11 +242,13 @@ export class LocalProvider implements CloudProvider {
       exits.set(i.instanceId, since);
       return true;
     });
-    if (gone.length === 0) return [];
+    // A pid re-found above was written to the file: read it again so the records given are the file's.
+    if (gone.length === 0) return { closed: [], instances: repidded ? this.load() : instances };
     const ids = gone.map((i) => i.instanceId);
     await this.terminate(ids, exits);
     const closed = new Set(ids);
-    return this.load().filter((i) => closed.has(i.instanceId));
+    const after = this.load();
+    return { closed: after.filter((i) => closed.has(i.instanceId)), instances: after };
   }
 
   /**
@@ -290,10 +304,10 @@ export class LocalProvider implements CloudProvider {
    * Start stopping again the tasks ended instances of the cluster left running, each at most once per retry period
    * and one at a time; not awaited: the caller (list(), on every sync's path) must not wait on a slow engine.
    */
-  private retryLeftTasks(clusterName: string): void {
+  private retryLeftTasks(clusterName: string, instances: readonly LocalInstance[]): void {
     const nowMs = Date.now();
     const periodMs = this.options.taskStopRetryMs ?? TASK_STOP_RETRY_MS;
-    for (const inst of this.load()) {
+    for (const inst of instances) {
       const id = inst.instanceId;
       if (
         inst.tasksLeft === undefined ||
@@ -320,8 +334,8 @@ export class LocalProvider implements CloudProvider {
   // async: a corrupt state file rejects the promise (callers' .catch sees it) instead of throwing synchronously.
   async list(clusterName: string, options: ListOptions = {}): Promise<CloudInstance[]> {
     // A dead worker is seen at once, as EC2 lists an instance that stopped, not after the heartbeat timeout.
-    await this.closeGoneWorkers(clusterName);
-    return this.load()
+    const { instances } = await this.closeGoneWorkersIn(clusterName);
+    return instances
       .filter((i) => i.tags[TAG_CLUSTER] === clusterName)
       .filter((i) => options.includeTerminated === true || i.state !== 'terminated')
       .map((i) => ({
