@@ -280,7 +280,7 @@ const tunedSectionsSchema = z.object({
   catalog: catalogPathSchema.optional(),
   priceOverrides: priceOverridesSchema.optional(),
 });
-const TUNED_SECTIONS = ['caps', 'scheduler', 'roundSeconds', 'catalog', 'priceOverrides'] as const;
+const TUNED_SECTIONS: readonly string[] = Object.keys(tunedSectionsSchema.shape);
 
 /** A `--queue-config` file: its WFQ config, and the settings it was tuned under when it says them. */
 export interface QueueConfigFile {
@@ -310,9 +310,7 @@ export function readQueueConfigFile(path: string): QueueConfigFile {
   if (typeof value !== 'object' || value === null || !('queue' in value))
     return { queue: parseWfqConfig(value, path) };
   const sections = value as Record<string, unknown>;
-  const others = Object.keys(sections).filter(
-    (k) => k !== 'queue' && !(TUNED_SECTIONS as readonly string[]).includes(k),
-  );
+  const others = Object.keys(sections).filter((k) => k !== 'queue' && !TUNED_SECTIONS.includes(k));
   if (others.length > 0)
     throw new ValidationError(path, [
       `${others.join(', ')}: a queue config has a queue: section and, as fleetwise tune prints them, ` +
