@@ -269,7 +269,9 @@ function capNeed(cap: string, footprint: JobFootprint, caps: QueueCaps): string 
   const m = /^quota (.+) (maxVcpus|maxGpus)$/.exec(cap);
   if (m === null) return `more than the ${cap} cap`;
   const quota = (caps.quotas ?? []).find((q) => q.group === m[1]);
-  return `${need}, over its quota of ${m[2] === 'maxGpus' ? quota?.maxGpus : quota?.maxVcpus}`;
+  // A config's quota names its entry: with several groups capped, the one to raise.
+  const where = quota?.source === undefined ? '' : `, set by ${quota.source}`;
+  return `${need}, over its quota of ${m[2] === 'maxGpus' ? quota?.maxGpus : quota?.maxVcpus}${where}`;
 }
 
 function placeOf(job: JobRecord, input: PredictInput): string {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { completionText, predictionErrorText } from '../../src/cli/commands/job.js';
 import type { PredictFn } from '../../src/controller/eta-predictions.js';
+import { capsOf } from '../../src/controller/settings.js';
 import { controllerWorld } from '../../src/controller/eta-world.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import { readQueueRecord } from '../../src/controller/queue-records.js';
@@ -606,6 +607,24 @@ describe('controller predictions of jobs the caps can never admit', () => {
     await controller.predictionsSettled();
     expect(readQueueRecord(store, gpu.id)?.eta?.basis).toMatch(
       /^never under the caps: alone it needs 1 GPU in group p, over its quota of 0; /,
+    );
+  });
+
+  it("name a config's quota by its entry in the file", async () => {
+    const caps = capsOf(
+      {
+        quotas: [
+          { group: 'c', maxVcpus: 64 },
+          { group: 'p', maxGpus: 0 },
+        ],
+      },
+      'fleetwise.yaml',
+    );
+    const { controller, store } = rig({ caps });
+    const gpu = controller.submit(jobSpec('gpu', GPU_ONE, { expectedDurationSeconds: 600 }), 'research');
+    await controller.predictionsSettled();
+    expect(readQueueRecord(store, gpu.id)?.eta?.basis).toMatch(
+      /^never under the caps: alone it needs 1 GPU in group p, over its quota of 0, set by fleetwise\.yaml: caps\.quotas\.1 \(group p, maxGpus 0\); /,
     );
   });
 });
