@@ -226,6 +226,15 @@ export class CloudProviderError extends Error {
 }
 
 /**
+ * Why a spot launch fell back to on demand (`LaunchResult.marketFallback`), from the spot refusal: the event that
+ * records the fallback says "launched on demand instead of spot: " before it. `noPool`: the type has no spot pool in
+ * the zones tried, which the refusal's message says itself.
+ */
+export function spotFallbackReason(refusal: Error, noPool: boolean): string {
+  return noPool ? refusal.message : `no spot capacity: ${refusal.message}`;
+}
+
+/**
  * No capacity for the type in any zone tried (or every zone is in the capacity-error cache). The caller should choose
  * another type, e.g. the next-cheapest that fits (industry-anchors.md: Karpenter retries ICE with other offerings).
  */

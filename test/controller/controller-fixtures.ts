@@ -15,6 +15,7 @@ import {
   TAG_PLAN,
   ThrottlingError,
   launchRequestSchema,
+  spotFallbackReason,
   type CloudInstance,
   type CloudProvider,
   type LaunchRequest,
@@ -186,7 +187,13 @@ export class FakeCloud implements CloudProvider {
       reusedExisting: false,
       ...(market === 'spot' ? { market } : {}),
       ...(spotRefused
-        ? { marketFallback: `no spot capacity for ${request.typeName}; launched on demand` }
+        ? {
+            // Worded as the EC2 provider words it: the event the controller records is what users read.
+            marketFallback: spotFallbackReason(
+              new InsufficientCapacityError(request.typeName, [...this.zones], []),
+              false,
+            ),
+          }
         : {}),
     };
   }

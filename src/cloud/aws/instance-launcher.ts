@@ -3,6 +3,7 @@ import {
   CloudProviderError,
   InsufficientCapacityError,
   QuotaExceededError,
+  spotFallbackReason,
   type LaunchResult,
   type ValidLaunchRequest,
 } from '../provider.js';
@@ -64,7 +65,7 @@ export class InstanceLauncher {
         this.capacityErrors.markMarketUnavailable('spot');
         return {
           ...onDemand,
-          marketFallback: `spot launches are not authorized (${refusal.message}); launched on demand`,
+          marketFallback: `spot launches are not authorized (${refusal.message})`,
         };
       }
       if (!(spot instanceof InsufficientCapacityError)) return spot;
@@ -72,8 +73,7 @@ export class InstanceLauncher {
       const onDemand = await this.launchIn(request, 'on-demand');
       if (onDemand instanceof InsufficientCapacityError || onDemand instanceof SpotUnauthorized)
         throw onDemand;
-      const why = spot instanceof NoSpotPoolError ? spot.message : `no spot capacity: ${spot.message}`;
-      return { ...onDemand, marketFallback: `${why}; launched on demand` };
+      return { ...onDemand, marketFallback: spotFallbackReason(spot, spot instanceof NoSpotPoolError) };
     }
     const launched = await this.launchIn(request, 'on-demand');
     if (launched instanceof InsufficientCapacityError || launched instanceof SpotUnauthorized) throw launched;

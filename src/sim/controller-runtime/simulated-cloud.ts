@@ -209,7 +209,7 @@ export class SimulatedCloud implements CloudProvider {
       reusedExisting: false,
       ...(pool !== undefined ? { market: 'spot' } : {}),
       ...(r.market === 'spot' && pool === undefined
-        ? { marketFallback: `no spot capacity for ${type.name} (simulated); launched on demand` }
+        ? { marketFallback: `no spot capacity for ${type.name} (simulated)` }
         : {}),
     };
   }

@@ -208,7 +208,7 @@ describe('SimulatedCloud: spot market', () => {
     const { cloud } = spotCloud(false);
     const result = await cloud.launch(spotRequest('a', 'z-b'));
     expect(result.market).toBeUndefined();
-    expect(result.marketFallback).toMatch(/launched on demand/);
+    expect(result.marketFallback).toMatch(/^no spot capacity for [a-z0-9.]+ \(simulated\)$/);
     expect(cloud.get(result.instanceIds[0] as string)?.pricePerHour).toBe(3.6);
   });
 
