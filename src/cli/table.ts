@@ -1,17 +1,41 @@
 /** Plain-text output helpers for the client commands (human tables; `--json` bypasses them). */
 
-/** Left-aligned columns separated by two spaces; numbers are right-aligned. */
+/**
+ * A formatted number, as the commands print them: an optional sign and `$`, digits with thousands commas and a
+ * decimal point, and an optional `%`, `×` or short unit (`3.2 h`, `+0.97 abs`, `16 GiB`).
+ */
+const NUMERIC = /^[+-]?\$?[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:%|×| ?[A-Za-z][A-Za-z/$]{0,3})?$/;
+
+/** What a numeric column shows for a figure it lacks: it aligns with the figures. */
+const BLANKS = new Set(['', '-', '–', '—']);
+
+/** Whether a column is numbers: every cell a number or a formatted one (or a blank), at least one not blank. */
+function numericColumn(cells: readonly (string | number)[]): boolean {
+  let figures = 0;
+  for (const c of cells) {
+    if (typeof c === 'number') figures += 1;
+    else if (NUMERIC.test(c.trim())) figures += 1;
+    else if (!BLANKS.has(c.trim())) return false;
+  }
+  return figures > 0;
+}
+
+/**
+ * Columns separated by two spaces: a column of numbers (JS numbers, or figures formatted as strings: `$1,337.82`,
+ * `-11.98%`, `8.174`) is right-aligned, header and all, so its digits line up; any other column is left-aligned.
+ */
 export function formatTable(
   headers: readonly string[],
   rows: readonly (readonly (string | number)[])[],
 ): string {
   const cells = rows.map((r) => headers.map((_, i) => r[i] ?? ''));
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => String(r[i]).length)));
+  const right = headers.map((_, i) => numericColumn(cells.map((r) => r[i] ?? '')));
   const line = (row: readonly (string | number)[]): string =>
     row
       .map((c, i) => {
         const width = widths[i] ?? 0;
-        return typeof c === 'number' ? String(c).padStart(width) : c.padEnd(width);
+        return right[i] === true ? String(c).padStart(width) : String(c).padEnd(width);
       })
       .join('  ')
       .trimEnd();

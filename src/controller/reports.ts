@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { perHourToPerSecond } from '../core/units.js';
 import { ValidationError } from '../core/validation.js';
 import { escapeXml } from '../report/escape.js';
 import { CHART_STYLE, chartHtml, chartRuntime, fmt, type Chart } from '../report/chart.js';
@@ -46,19 +47,24 @@ export interface CostReportDocument extends DetailedCostReport {
   readonly reason: string;
   readonly generatedAt: string;
   readonly since: string;
-  /** The fleet's $/hour over time (a step function: each point holds until the next). */
+  /** The fleet's $/hour over time as it ran (a step function: each point holds until the next). */
   readonly costPerHourSeries: readonly CostPoint[];
+  /**
+   * The part of `totalCost` billed for EC2's one-minute minimum after short instances ended, which
+   * `costPerHourSeries` does not show (absent from reports written before it was recorded).
+   */
+  readonly minimumMinuteCost?: number;
   /** The period had ended when written (a month's report): `costPerHourNow` is the fleet's $/hour at its end. */
   readonly closed?: boolean;
 }
 
 /**
- * The fleet's $/hour as a step function of time, from the instances' billed intervals, within [since, now]. An
- * instance is billed to its termination or, ended sooner, to the end of its first minute (the report bills that
- * minimum too), so the area under the series is the report's total; only an instance ended within the last minute
- * of an open report owes a part of its minute after now, which the series does not reach. A spot instance EC2
- * reclaimed within its first hour by now is left out: the report bills it nothing (`billedNothing`); a closed period's
- * report bills one that was still running at the period's end, and so does the series.
+ * The fleet's $/hour as a step function of time within [since, now]: each instance from its launch to its termination,
+ * as it ran, so the series ends at the `costPerHourNow` the report states. EC2's one-minute minimum is billed past a
+ * short instance's termination; that charge is in the report's totals, not in this series
+ * (`minimumMinuteCost`), so the area under the series plus it is the report's total. A spot instance EC2 reclaimed
+ * within its first hour by now is left out: the report bills it nothing (`billedNothing`); a closed period's report
+ * bills one that was still running at the period's end, and so does the series.
  */
 export function costPerHourSeries(
   instances: readonly BilledInstance[],
@@ -71,11 +77,8 @@ export function costPerHourSeries(
   };
   for (const inst of instances) {
     if (billedNothing(inst) && (inst.terminatedAtSeconds as number) <= nowSeconds) continue;
-    const end =
-      inst.terminatedAtSeconds === undefined
-        ? Number.POSITIVE_INFINITY
-        : Math.max(inst.terminatedAtSeconds, inst.fromSeconds + MINIMUM_BILLED_SECONDS);
-    if (end <= sinceSeconds || inst.fromSeconds > nowSeconds) continue;
+    const end = inst.terminatedAtSeconds ?? Number.POSITIVE_INFINITY;
+    if (end <= sinceSeconds || inst.fromSeconds > nowSeconds || end <= inst.fromSeconds) continue;
     add(Math.max(inst.fromSeconds, sinceSeconds), inst.costPerHour);
     if (end <= nowSeconds) add(end, -inst.costPerHour);
   }
@@ -90,6 +93,30 @@ export function costPerHourSeries(
   if (points.length === 0 || (points[points.length - 1] as CostPoint).atSeconds < nowSeconds)
     points.push({ atSeconds: nowSeconds, costPerHour: Math.abs(level) < 1e-9 ? 0 : level });
   return points;
+}
+
+/**
+ * What the report bills for EC2's one-minute minimum after instances that ran less than a minute ended, within
+ * [since, now]: the rest of each such minute (all of it in an open report, whose instances have ended for good; up
+ * to the period's end in a closed one, where one still running at the end is billed as running). The cost report
+ * bills the same (attributeCosts); the rate series leaves it out.
+ */
+export function minimumMinuteCost(
+  instances: readonly BilledInstance[],
+  sinceSeconds: number,
+  nowSeconds: number,
+  closed = false,
+): number {
+  let cost = 0;
+  for (const inst of instances) {
+    const ended = inst.terminatedAtSeconds;
+    if (ended === undefined || billedNothing(inst) || (closed && ended > nowSeconds)) continue;
+    const minimumEnd = inst.fromSeconds + MINIMUM_BILLED_SECONDS;
+    const to = closed ? Math.min(minimumEnd, nowSeconds) : minimumEnd;
+    const from = Math.max(ended, inst.fromSeconds, sinceSeconds);
+    if (to > from) cost += (to - from) * perHourToPerSecond(inst.costPerHour);
+  }
+  return cost;
 }
 
 export function buildReportDocument(input: {
@@ -109,6 +136,12 @@ export function buildReportDocument(input: {
     since: isoSeconds(report.sinceSeconds),
     ...report,
     costPerHourSeries: costPerHourSeries(input.instances, report.sinceSeconds, report.generatedAtSeconds),
+    minimumMinuteCost: minimumMinuteCost(
+      input.instances,
+      report.sinceSeconds,
+      report.generatedAtSeconds,
+      input.closed === true,
+    ),
     ...(input.closed === true ? { closed: true } : {}),
   };
 }
@@ -157,11 +190,36 @@ function money(dollars: number): string {
 const CHART_WIDTH = 960;
 const BAR_PX = 24;
 const IDLE_LABEL = 'idle (no task on the instance)';
+/** Idle's colour: the only grey among the bars, so idle reads as nobody's. */
+export const IDLE_COLOR = '#b0b0b0';
+
+/** A grey, or near enough to be taken for idle's: its channels within 40 of each other. */
+function greyish(color: string): boolean {
+  const channels = [1, 3, 5].map((i) => parseInt(color.slice(i, i + 2), 16));
+  return Math.max(...channels) - Math.min(...channels) < 40;
+}
 
 /**
- * A horizontal bar chart, largest first, each bar labelled with its amount; `group` colours bars by a category (a
- * job's team) and lists the categories in the legend.
+ * The team colours: the category palette without its grey (grey is idle's), and a deep purple far from all of them.
+ * As many teams as colours get one each; with more, the costliest keep theirs and the rest share the last, as
+ * "other teams".
  */
+export const TEAM_COLORS: readonly string[] = [...CATEGORY_COLORS.filter((c) => !greyish(c)), '#4a148c'];
+
+/** Each team's colour (`teams` costliest first), and the teams that share the last colour as "other teams". */
+export function teamColors(teams: readonly string[]): {
+  readonly colorOf: ReadonlyMap<string, string>;
+  readonly others: readonly string[];
+} {
+  const named = teams.length <= TEAM_COLORS.length ? teams.length : TEAM_COLORS.length - 1;
+  const otherColor = TEAM_COLORS[TEAM_COLORS.length - 1] as string;
+  return {
+    colorOf: new Map(teams.map((t, i) => [t, i < named ? (TEAM_COLORS[i] as string) : otherColor])),
+    others: teams.slice(named),
+  };
+}
+
+/** A horizontal bar chart, in the order given, each bar labelled with its amount and in its own colour if given. */
 export function barChart(
   id: string,
   title: string,
@@ -191,7 +249,7 @@ export function barChart(
           barMaxWidth: 18,
           data: rows.map((b, i) => ({
             value: b.value,
-            itemStyle: { color: b.color ?? (CATEGORY_COLORS[i % CATEGORY_COLORS.length] as string) },
+            itemStyle: { color: b.color ?? (TEAM_COLORS[i % TEAM_COLORS.length] as string) },
             label: { show: true, position: 'right', formatter: money(b.value), color: '#333' },
           })),
         },
@@ -200,11 +258,16 @@ export function barChart(
   };
 }
 
-/** The fleet's $/hour over the period, a step function. */
+/**
+ * The fleet's $/hour over the period, a step function; in minutes over a period under two hours (hundredths of an
+ * hour read badly).
+ */
 function costRateChart(doc: CostReportDocument): Chart | undefined {
   const series = doc.costPerHourSeries;
   if (series.length < 2) return undefined;
   const t0 = doc.sinceSeconds;
+  const span = (series[series.length - 1] as CostPoint).atSeconds - t0;
+  const [unit, unitSeconds, digits] = span < 7200 ? ['minutes', 60, 3] : ['hours', 3600, 4];
   return {
     id: 'cost-rate',
     title: 'Fleet cost rate ($/hour)',
@@ -215,11 +278,13 @@ function costRateChart(doc: CostReportDocument): Chart | undefined {
       grid: { left: 70, right: 30, top: 20, bottom: 50 },
       xAxis: {
         type: 'value',
-        name: 'hours since the start of the period',
+        name: `${unit} since the start of the period`,
         nameLocation: 'middle',
         nameGap: 30,
         min: 0,
+        // The axis ends at the report's time; its odd value as a label would crowd the last round tick.
         max: 'dataMax',
+        axisLabel: { showMaxLabel: false },
       },
       yAxis: { type: 'value', name: '$/hour', nameLocation: 'middle', nameGap: 50, min: 0 },
       series: [
@@ -230,7 +295,10 @@ function costRateChart(doc: CostReportDocument): Chart | undefined {
           showSymbol: false,
           color: CATEGORY_COLORS[0],
           areaStyle: { opacity: 0.2 },
-          data: series.map((p) => [Number(((p.atSeconds - t0) / 3600).toFixed(4)), p.costPerHour]),
+          data: series.map((p) => [
+            Number(((p.atSeconds - t0) / unitSeconds).toFixed(digits)),
+            p.costPerHour,
+          ]),
         },
       ],
     },
@@ -275,14 +343,14 @@ const share = (part: number, whole: number): string =>
 export function reportHtml(doc: CostReportDocument): string {
   const r = doc;
   const attributed = r.byJob.reduce((s, j) => s + j.cost, 0);
-  const teamColor = new Map(
-    r.byTeam.map((t, i) => [t.id, CATEGORY_COLORS[i % CATEGORY_COLORS.length] as string]),
-  );
+  const teams = teamColors(r.byTeam.map((t) => t.id));
+  const otherColor = TEAM_COLORS[TEAM_COLORS.length - 1] as string;
+  const colorOf = (team: string): string => teams.colorOf.get(team) ?? otherColor;
   const rate = costRateChart(doc);
   const topJobs = r.byJob.slice(0, 25);
   const byTeam = barChart('cost-by-team', 'Cost by team', [
-    ...r.byTeam.map((t) => ({ label: t.id, value: t.cost, color: teamColor.get(t.id) as string })),
-    ...(r.idleCost > 0 ? [{ label: IDLE_LABEL, value: r.idleCost, color: '#b0b0b0' }] : []),
+    ...r.byTeam.map((t) => ({ label: t.id, value: t.cost, color: colorOf(t.id) })),
+    ...(r.idleCost > 0 ? [{ label: IDLE_LABEL, value: r.idleCost, color: IDLE_COLOR }] : []),
   ]);
   const byJob = barChart(
     'cost-by-job',
@@ -290,12 +358,20 @@ export function reportHtml(doc: CostReportDocument): string {
     topJobs.map((j) => ({
       label: `${j.id} ${j.name}`,
       value: j.cost,
-      color: teamColor.get(j.team) ?? '#888',
+      color: colorOf(j.team),
     })),
   );
-  const teamKey = r.byTeam
-    .map((t) => `<span style="color:${teamColor.get(t.id) as string}">■</span> ${escapeXml(t.id)}`)
+  const swatch = (color: string, text: string): string =>
+    `<span style="color:${color}">■</span> ${escapeXml(text)}`;
+  const named = r.byTeam.length - teams.others.length;
+  const othersKey =
+    teams.others.length === 0
+      ? ''
+      : swatch(otherColor, `the ${teams.others.length} other teams (past the ${named} costliest)`);
+  const teamKey = [...r.byTeam.slice(0, named).map((t) => swatch(colorOf(t.id), t.id)), othersKey]
+    .filter((k) => k !== '')
     .join(' &nbsp; ');
+  const minimumMinute = doc.minimumMinuteCost ?? 0;
   const summary = table(
     [
       'total',
@@ -333,9 +409,20 @@ Per-second billing from launch to termination (one-minute minimum); each instanc
 it by reservation price; time with no task on an instance is idle. Migration overhead: instance time spent
 checkpointing and restoring moved jobs (part of their jobs' cost).</p>
 ${summary}
-${rate === undefined ? '' : `<h2>Cost rate</h2><figure>${chartHtml(rate)}<figcaption>The fleet's $/hour: the sum of the hourly prices of the instances billed at each moment.</figcaption></figure>`}
+${
+  rate === undefined
+    ? ''
+    : `<h2>Cost rate</h2><figure>${chartHtml(rate)}<figcaption>The fleet's $/hour: the sum of the hourly prices of the instances running at each moment.${
+        minimumMinute > 0
+          ? escapeXml(
+              ` Instances that ran less than a minute are billed a whole minute (EC2's minimum): the rest of ` +
+                `their minute, ${money(minimumMinute)} of the total, is not drawn here.`,
+            )
+          : ''
+      }</figcaption></figure>`
+}
 <h2>By team</h2>
-<figure>${chartHtml(byTeam)}</figure>
+<figure>${chartHtml(byTeam)}${othersKey === '' ? '' : `<figcaption>${othersKey} share a colour.</figcaption>`}</figure>
 <h2>By job${r.byJob.length > topJobs.length ? ` (top ${topJobs.length} of ${r.byJob.length})` : ''}</h2>
 <figure>${chartHtml(byJob)}<figcaption>Coloured by team: ${teamKey}</figcaption></figure>
 ${table(
@@ -418,6 +505,7 @@ const reportDocumentSchema = z
     byTeam: z.array(costLine),
     byInstance: z.array(costLine),
     costPerHourSeries: z.array(z.object({ atSeconds: z.number(), costPerHour: z.number() })),
+    minimumMinuteCost: z.number().optional(),
   })
   .loose();
 

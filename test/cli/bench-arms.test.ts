@@ -102,9 +102,19 @@ describe('fleetwise bench arms', () => {
     expect(text.stdout).toContain('srpt against fifo: --queue srpt --co-start on');
     expect(text.stdout).toMatch(/^seed\s+cap \$\/h\s+cost fifo\s+cost srpt\s+Δ cost\s+Δ mean JCT/m);
     expect(text.stdout).toMatch(
-      /^ {2}cost {11}mean [+-]\d+\.\d\d% \(SE \d+\.\d\d\), .* lower on \d of 2; 95% CI [+-]\d+\.\d\d% to [+-]\d+\.\d\d%, p [\d.<]+ \(t-test\) \/ [\d.]+ \(sign test\)$/m,
+      /^ {2}cost +mean [+-]\d+\.\d\d% \(SE \d+\.\d\d\), .* lower on \d of 2; 95% CI [+-]\d+\.\d\d% to [+-]\d+\.\d\d%, p [\d.<]+ \(t-test\) \/ [\d.]+ \(sign test\)$/m,
     );
-    expect(text.stdout).toMatch(/^ {2}peak ÷ cap {5}\d+\.\d\d% to \d+\.\d\d%$/m);
+    expect(text.stdout).toMatch(/^ {2}peak ÷ cap +\d+\.\d\d% to \d+\.\d\d%$/m);
+    // The summary's figures start in one column, the label column as wide as its longest label.
+    const summary = (text.stdout.split('srpt against fifo:')[1]?.split('\n\n')[1] ?? '').split('\n');
+    const figuresAt = summary
+      .filter((l) => !l.includes(': measured by') && l.trim() !== '')
+      .map(
+        (l) =>
+          (l.startsWith('  peak ÷ cap ') ? /^ {2}peak ÷ cap +/ : /^ {2}.+? +(?=mean )/).exec(l)?.[0].length,
+      );
+    expect(figuresAt.length).toBeGreaterThan(3);
+    expect(new Set(figuresAt).size, summary.join('\n')).toBe(1);
     // Progress goes to stderr, a line per run in a log.
     expect(text.stderr).toContain('bench arms: seed 6 srpt done; ');
     // --out: the same report as --json, and its page.

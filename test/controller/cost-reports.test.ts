@@ -83,6 +83,31 @@ function sampleDocument(reason = 'test') {
   return buildReportDocument({ cluster: 'bars', reason, report, instances });
 }
 
+const area = (points: readonly CostPoint[]): number =>
+  points.slice(1).reduce((sum, p, i) => {
+    const prev = points[i] as CostPoint;
+    return sum + ((p.atSeconds - prev.atSeconds) * prev.costPerHour) / 3600;
+  }, 0);
+
+/** The option of the page's chart `id`, as its script reads it. */
+function chartOption(html: string, id: string): unknown {
+  const json = html.split(`data-chart="${id}">`)[1]?.split('</script>')[0];
+  if (json === undefined) throw new Error(`no chart ${id}`);
+  return JSON.parse(json);
+}
+
+/** The x-axis labels of the static SVG of chart `id`: their text and where they are centred. */
+function xAxisLabels(html: string, id: string): { text: string; x: number }[] {
+  const svg = html.split(`<div class="chart" id="${id}"`)[1]?.split('</svg>')[0] ?? '';
+  return [
+    ...svg.matchAll(
+      /<text [^>]*text-anchor="middle"[^>]* y="6" transform="translate\(([\d.]+) [\d.]+\)"[^>]*>([^<]*)<\/text>/g,
+    ),
+  ]
+    .filter((m) => !(m[2] as string).includes(' '))
+    .map((m) => ({ text: m[2] as string, x: Number(m[1]) }));
+}
+
 describe('cost reports', () => {
   it('traces the fleet $/hour as a step function', () => {
     expect(costPerHourSeries(instances, T0, T0 + 5400)).toEqual([
@@ -104,7 +129,7 @@ describe('cost reports', () => {
     });
   });
 
-  it("charts what the report bills: an instance's minimum minute too, as a month's end splits it", () => {
+  it("charts the fleet as it ran, and the report's total is the chart's area and the minimum minutes", () => {
     const clock = new ManualClock(T0);
     const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds() });
     const launch = (cloudId: string): string => {
@@ -126,19 +151,150 @@ describe('cost reports', () => {
     clock.advance(600);
     store.setInstanceState(long, 'terminated');
     clock.advance(60);
-    const area = (points: readonly CostPoint[]): number =>
-      points.slice(1).reduce((sum, p, i) => {
-        const prev = points[i] as CostPoint;
-        return sum + ((p.atSeconds - prev.atSeconds) * prev.costPerHour) / 3600;
-      }, 0);
     const instances = billedInstancesIn(store, catalog);
-    for (const [report, closed] of [
-      [computeCostReport(store, catalog, clock.nowSeconds()), false],
-      [computeClosedPeriodReport(store, catalog, T0, T0 + 1200), true],
-    ] as const) {
+    const perSecond = (instances[0] as BilledInstance).costPerHour / 3600;
+    // The short one's 39 s past its end; the one across the month's end, its 20 s past its end, in the next period.
+    const extras = [39 + 20, 39, 20];
+    for (const [i, [report, closed]] of (
+      [
+        [computeCostReport(store, catalog, clock.nowSeconds()), false],
+        [computeClosedPeriodReport(store, catalog, T0, T0 + 1200), true],
+        [computeClosedPeriodReport(store, catalog, T0 + 1200, clock.nowSeconds()), true],
+      ] as const
+    ).entries()) {
       const doc = buildReportDocument({ cluster: 'c', reason: 'test', report, instances, closed });
-      expect(area(doc.costPerHourSeries)).toBeCloseTo(report.totalCost, 12);
+      expect(doc.minimumMinuteCost).toBeCloseTo((extras[i] as number) * perSecond, 12);
+      expect(area(doc.costPerHourSeries) + (doc.minimumMinuteCost ?? 0)).toBeCloseTo(report.totalCost, 12);
     }
+    // The short instance leaves the rate when it ends, not a minute after its launch.
+    const series = costPerHourSeries(instances, T0, clock.nowSeconds());
+    expect(series.slice(0, 3)).toEqual([
+      { atSeconds: T0, costPerHour: 2 * 0.1785 },
+      { atSeconds: T0 + 21, costPerHour: 0.1785 },
+      { atSeconds: T0 + 1170, costPerHour: 2 * 0.1785 },
+    ]);
+  });
+
+  it('ends the rate at what the fleet costs now when a short instance ended just before the report', () => {
+    const short: BilledInstance = {
+      id: 'inst-short',
+      typeName: 'p3.2xlarge',
+      costPerHour: 3.06,
+      fromSeconds: T0 + 100,
+      terminatedAtSeconds: T0 + 110,
+    };
+    const long: BilledInstance = { ...(instances[0] as BilledInstance), terminatedAtSeconds: T0 + 60 };
+    const now = T0 + 125;
+    const report = attributeCosts({
+      instances: [long, short],
+      placements: [],
+      reservationPrice: () => 1,
+      jobs: new Map(),
+      sinceSeconds: T0,
+      nowSeconds: now,
+    });
+    const doc = buildReportDocument({ cluster: 'c', reason: 'test', report, instances: [long, short] });
+    expect(report.costPerHourNow).toBe(0);
+    expect(doc.costPerHourSeries).toEqual([
+      { atSeconds: T0, costPerHour: 0.1785 },
+      { atSeconds: T0 + 60, costPerHour: 0 },
+      { atSeconds: T0 + 100, costPerHour: 3.06 },
+      { atSeconds: T0 + 110, costPerHour: 0 },
+      { atSeconds: now, costPerHour: 0 },
+    ]);
+    // It ran 10 s and is billed 60: the 50 s past its end are in the total, and the page says so under the chart.
+    expect(doc.minimumMinuteCost).toBeCloseTo((50 * 3.06) / 3600, 12);
+    expect(report.totalCost).toBeCloseTo((60 * 0.1785 + 60 * 3.06) / 3600, 12);
+    expect(area(doc.costPerHourSeries) + (doc.minimumMinuteCost ?? 0)).toBeCloseTo(report.totalCost, 12);
+    const html = reportHtml(doc);
+    expect(html).toContain('the fleet costs $0.00/hour now.');
+    expect(html).toContain(
+      'billed a whole minute (EC2&#39;s minimum): the rest of their minute, $0.0425 of the total, is not drawn here.',
+    );
+    // A two-minute period in minutes, and the axis labelled at its round ticks only: the period's odd end would
+    // crowd the last of them.
+    expect(html).toContain('minutes since the start of the period');
+    const xs = xAxisLabels(html, 'cost-rate');
+    expect(xs.map((l) => l.text)).toEqual(['0', '0.5', '1', '1.5', '2']);
+    const gaps = xs.slice(1).map((l, i) => l.x - (xs[i] as { x: number }).x);
+    for (const gap of gaps) expect(gap).toBeCloseTo(gaps[0] as number, 1);
+  });
+
+  it('colours each of ten teams apart and none like idle; past ten, the costliest nine and "other teams"', () => {
+    const teamCount = 12;
+    const fleet: BilledInstance[] = Array.from({ length: teamCount + 1 }, (_, k) => ({
+      id: `inst-${k}`,
+      typeName: 'c7i.xlarge',
+      costPerHour: 0.1785,
+      fromSeconds: T0,
+      terminatedAtSeconds: T0 + 3600,
+    }));
+    // Team k's job runs (k + 1) minutes on its own instance, so team-12 costs most; the last instance stays idle.
+    const placements = Array.from({ length: teamCount }, (_, k) => ({
+      taskId: `job-${k + 1}.0`,
+      jobId: `job-${k + 1}`,
+      instanceId: `inst-${k}`,
+      fromSeconds: T0,
+      toSeconds: T0 + 60 * (k + 1),
+      kind: 'work' as const,
+    }));
+    const jobs = new Map(
+      placements.map((p, k) => [p.jobId, { id: p.jobId, name: `train-${k + 1}`, team: `team-${k + 1}` }]),
+    );
+    const colours = (teams: number) => {
+      const report = attributeCosts({
+        instances: fleet,
+        placements: placements.slice(teamCount - teams),
+        reservationPrice: () => 1,
+        jobs,
+        sinceSeconds: T0,
+        nowSeconds: T0 + 3600,
+      });
+      const html = reportHtml(
+        buildReportDocument({ cluster: 'c', reason: 'test', report, instances: fleet }),
+      );
+      const option = chartOption(html, 'cost-by-team') as {
+        yAxis: { data: string[] };
+        series: { data: { itemStyle: { color: string } }[] }[];
+      };
+      const bars = new Map(
+        option.yAxis.data.map((label, i) => [label, option.series[0]?.data[i]?.itemStyle.color as string]),
+      );
+      return { html, bars };
+    };
+    const idleGrey = [0xb0, 0xb0, 0xb0];
+    const nearGrey = (color: string): boolean => {
+      const c = [1, 3, 5].map((i) => parseInt(color.slice(i, i + 2), 16));
+      const spread = Math.max(...c) - Math.min(...c);
+      return spread < 40 || Math.hypot(...c.map((v, i) => v - (idleGrey[i] as number))) < 40;
+    };
+
+    // Ten teams: ten colours, none grey; idle is the one grey bar.
+    const ten = colours(10);
+    const tenTeams = [...ten.bars].filter(([label]) => label.startsWith('team-'));
+    expect(tenTeams).toHaveLength(10);
+    expect(new Set(tenTeams.map(([, c]) => c)).size).toBe(10);
+    for (const [team, color] of tenTeams) expect(nearGrey(color), `${team}: ${color}`).toBe(false);
+    expect(nearGrey(ten.bars.get('idle (no task on the instance)') as string)).toBe(true);
+
+    // Twelve: the nine costliest apart, the other three in one more colour, which the key names.
+    const twelve = colours(12);
+    const byCost = Array.from({ length: teamCount }, (_, k) => `team-${teamCount - k}`);
+    const named = byCost.slice(0, 9).map((t) => twelve.bars.get(t) as string);
+    const others = byCost.slice(9).map((t) => twelve.bars.get(t) as string);
+    expect(new Set(named).size).toBe(9);
+    expect(new Set(others).size).toBe(1);
+    expect(named).not.toContain(others[0]);
+    for (const color of [...named, ...others]) expect(nearGrey(color), color).toBe(false);
+    const key = /Coloured by team: (.*)<\/figcaption>/.exec(twelve.html)?.[1] ?? '';
+    const swatches = [...key.matchAll(/<span style="color:(#[0-9a-f]{6})">■<\/span> ([^&<]+)/g)].map((m) => [
+      m[1],
+      (m[2] as string).trim(),
+    ]);
+    expect(swatches).toEqual([
+      ...byCost.slice(0, 9).map((t, i) => [named[i], t]),
+      [others[0], 'the 3 other teams (past the 9 costliest)'],
+    ]);
   });
 
   it('charts nothing for a spot instance EC2 reclaimed in its first hour, as the report bills it nothing', () => {
@@ -223,6 +379,13 @@ describe('cost reports', () => {
       expect((e as ValidationError).source).toBe('reports/x.json');
       expect((e as ValidationError).problems.join('\n')).toContain('cluster');
     }
+    const withMinimum = {
+      ...JSON.parse(JSON.stringify(sampleDocument())),
+      minimumMinuteCost: 'lots',
+    } as object;
+    expect(() => parseReportDocument(JSON.stringify(withMinimum), 'reports/z.json')).toThrow(
+      /minimumMinuteCost/,
+    );
     expect(() => parseReportDocument('not json', 'reports/y.json')).toThrow(
       /reports\/y\.json: not valid JSON/,
     );

@@ -167,6 +167,9 @@ function oneRun(args: readonly string[], source: string, label: string): RunRequ
   return { ...(requests[0] as RunRequest), label };
 }
 
+/** The summary line of an arm's peak against the caps, among the metrics' lines. */
+const PEAK_LABEL = 'peak ÷ cap';
+
 /**
  * A table per compared arm (per seed: the cap, both arms' cost and the differences of every metric; `--json` has every
  * figure) and a summary line per metric.
@@ -195,6 +198,12 @@ export function armsText(report: ArmsReport): string {
       `${arm.name} against ${report.baseline}: ${armFlagsText(report, arm)}`,
       formatTable(headers, rows),
     );
+    const peak = peakShareRange(report, arm.name);
+    // The figures start in one column: the label column is as wide as its longest label.
+    const labelWidth = Math.max(
+      ...differences.map((d) => metricLabel(d).length),
+      peak === null ? 0 : PEAK_LABEL.length,
+    );
     for (const d of differences) {
       const se = d.standardError === null ? '' : ` (SE ${d.standardError.toFixed(2)})`;
       const ci = d.confidence95 === null ? '' : `; 95% CI ${confidenceText(d)}`;
@@ -203,15 +212,16 @@ export function armsText(report: ArmsReport): string {
           ? ''
           : `, p ${pValueText(d.tTestP)} (t-test) / ${pValueText(d.signTestP)} (sign test)`;
       out.push(
-        `  ${metricLabel(d).padEnd(14)} mean ${differenceText(d, d.meanPercent)}${se}, ` +
+        `  ${metricLabel(d).padEnd(labelWidth)} mean ${differenceText(d, d.meanPercent)}${se}, ` +
           `${differenceText(d, d.minPercent)} to ${differenceText(d, d.maxPercent)}, lower on ${d.lowerOn} of ${d.seeds}${ci}${p}` +
           (isAbsolute(d) ? ` (${absoluteReason(report, d)}: differences in the metric's units)` : ''),
       );
     }
     for (const note of oneSidedNotes(report, arm)) out.push(`  ${note}`);
-    const peak = peakShareRange(report, arm.name);
     if (peak !== null)
-      out.push(`  peak ÷ cap     ${(100 * peak.min).toFixed(2)}% to ${(100 * peak.max).toFixed(2)}%`);
+      out.push(
+        `  ${PEAK_LABEL.padEnd(labelWidth)} ${(100 * peak.min).toFixed(2)}% to ${(100 * peak.max).toFixed(2)}%`,
+      );
     out.push('');
   }
   return `${out.join('\n')}\n`;
