@@ -1,5 +1,6 @@
-import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 
 /**
  * One controller per state directory: a second one would launch the same plan twice; likewise one worker per work
@@ -7,6 +8,14 @@ import { join } from 'node:path';
  * the holder's pid and its start time (field 22 of /proc/<pid>/stat, in clock ticks since boot). A SIGKILLed
  * controller leaves its file behind, and its pid may then be a zombie its parent has not reaped yet, or, later,
  * another process's: neither holds the lock. Node has no flock, so liveness is decided from /proc.
+ *
+ * Taking over a stale pid file is a read, a removal and a create: two claimers doing it together could each remove
+ * the other's fresh file and both go on. So claimers are serialized by a kernel lock first, one the system drops when
+ * its holder dies however it dies: SQLite's (fcntl) lock on a file beside the pid file (`controller.lock`,
+ * `worker.lock`), held for the process's life in a transaction never committed. Only its holder reads and replaces
+ * the pid file; the pid file still says who holds the directory, to `fleetwise down` and to fleetwise versions that
+ * know only the pid file (a live one named there is still refused). The lock file stays: removing it while another
+ * claimer has it open would let a third lock a new file and both hold "the" lock.
  */
 
 /** The running controller's pid file, in the state directory (`fleetwise down` reads it). */
@@ -146,9 +155,9 @@ export function recordSharedController(stateDir: string, probe: ProcessProbe = p
 }
 
 /**
- * Take the state directory for this process, or throw naming the controller that holds it. The file is created
- * exclusively, so of two controllers starting together one wins; a stale file is removed and the claim retried.
- * Returns the release, which removes the file only while it still names this process.
+ * Take the state directory for this process, or throw naming the controller that holds it. Of controllers starting
+ * together one wins, and a stale pid file (its process gone) is taken over. Returns the release, which removes the
+ * pid file while it still names this process and drops the kernel lock (as the process's exit does).
  */
 export function claimStateDir(stateDir: string, probe: ProcessProbe = procProbe): () => void {
   return claimDirLock(stateDir, PID_FILE, 'controller', probe);
@@ -159,25 +168,94 @@ export function claimWorkDir(workDir: string, probe: ProcessProbe = procProbe): 
   return claimDirLock(workDir, WORKER_PID_FILE, 'worker', probe);
 }
 
+/**
+ * The connections holding this process's kernel locks: a connection the garbage collector closed would drop its lock
+ * while the directory is still in use, so each is kept here until its release.
+ */
+const heldLocks = new Set<Database.Database>();
+
+/**
+ * Take the kernel lock on `lockPath` (created if need be), or undefined when another process, or another claim of
+ * this one, holds it. BEGIN IMMEDIATE takes SQLite's RESERVED lock, which one connection at a time may hold; unlike
+ * an EXCLUSIVE lock it never waits for other claimers' SHARED locks, so with no busy timeout a claim held elsewhere is
+ * refused at once and of claimers racing exactly one wins. SQLite's unix VFS refuses it to a second connection of the
+ * same process too.
+ */
+function takeKernelLock(lockPath: string): Database.Database | undefined {
+  let db: Database.Database | undefined;
+  try {
+    db = new Database(lockPath, { timeout: 0 });
+    // The transaction writes nothing: a journal in memory leaves no `-journal` file beside the lock, even when its
+    // holder is killed.
+    db.pragma('journal_mode = MEMORY');
+    db.exec('BEGIN IMMEDIATE');
+  } catch (e) {
+    db?.close();
+    if ((e as { code?: unknown }).code === 'SQLITE_BUSY') return undefined;
+    throw new Error(`cannot lock ${lockPath}: ${(e as Error).message}`, { cause: e });
+  }
+  heldLocks.add(db);
+  return db;
+}
+
+/** How long a refused claimer waits for the kernel lock's holder to write its pid file, to name it. */
+const HOLDER_NAMED_WITHIN_MS = 1000;
+
+/**
+ * The pid of the process holding a kernel lock, from the pid file. The holder is alive (the kernel would have dropped
+ * its lock otherwise) but may have just taken the lock, the file still naming the dead process it replaces: that
+ * takes it a moment.
+ */
+function kernelLockHolder(path: string, probe: ProcessProbe): number | undefined {
+  const deadline = Date.now() + HOLDER_NAMED_WITHIN_MS;
+  for (;;) {
+    const record = readPidFile(path);
+    if (record !== undefined && processRunning(record.pid, record.startTime, probe)) return record.pid;
+    if (Date.now() >= deadline) return undefined;
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+  }
+}
+
 function claimDirLock(dir: string, file: string, holderKind: string, probe: ProcessProbe): () => void {
   const path = join(dir, file);
-  const own = probe(process.pid)?.startTime;
-  const content = `${process.pid}${own === undefined ? '' : ` ${own}`}\n`;
-  for (let attempt = 0; ; attempt += 1) {
-    try {
-      writeFileSync(path, content, { mode: 0o600, flag: 'wx' });
-      break;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 3) throw e;
-    }
+  const lockPath = join(dir, `${file.replace(/\.pid$/, '')}.lock`);
+  const lock = takeKernelLock(lockPath);
+  if (lock === undefined) {
+    const holder = kernelLockHolder(path, probe);
+    throw new Error(
+      `another ${holderKind}${holder === undefined ? '' : ` (pid ${holder})`} is using ${dir}; stop it first ` +
+        `(it holds ${lockPath})`,
+    );
+  }
+  const unlock = (): void => {
+    heldLocks.delete(lock);
+    lock.close();
+  };
+  try {
+    // A holder named in the pid file without the kernel lock is a fleetwise version that knows only the pid file.
     const holder = holderOf(path, probe);
     if (holder !== undefined)
       throw new Error(
         `another ${holderKind} (pid ${holder}) is using ${dir}; stop it first (or remove ${path} if it is not)`,
       );
-    rmSync(path, { force: true });
+    const own = probe(process.pid)?.startTime;
+    // Replaced in one rename, so that `fleetwise down` never reads it half-written nor finds it missing meanwhile.
+    const staged = `${path}.tmp`;
+    writeFileSync(staged, `${process.pid}${own === undefined ? '' : ` ${own}`}\n`, { mode: 0o600 });
+    renameSync(staged, path);
+  } catch (e) {
+    unlock();
+    throw e;
   }
+  let held = true;
   return () => {
-    if (readPidFile(path)?.pid === process.pid) rmSync(path, { force: true });
+    if (!held) return;
+    held = false;
+    // The pid file goes first, while the lock still keeps the next claimer from writing its own.
+    try {
+      if (readPidFile(path)?.pid === process.pid) rmSync(path, { force: true });
+    } finally {
+      unlock();
+    }
   };
 }

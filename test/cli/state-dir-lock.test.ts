@@ -1,8 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import {
   claimStateDir,
   lockHolder,
@@ -11,6 +13,7 @@ import {
   recordSharedController,
   sharedControllers,
 } from '../../src/cli/state-dir-lock.js';
+import { ensureBuiltCli } from '../helpers/built-cli.js';
 import { makeZombie } from '../helpers/zombie.js';
 
 /** The state directory's lock: a dead, zombie or recycled pid is taken over, a live controller's lock is not. */
@@ -31,10 +34,41 @@ function sleeper(): ChildProcess & { pid: number } {
   return child as ChildProcess & { pid: number };
 }
 
+beforeAll(() => ensureBuiltCli(['cli/state-dir-lock.ts']));
+
 afterAll(() => {
   for (const c of children) c.kill('SIGKILL');
   rmSync(scratch, { recursive: true, force: true });
 });
+
+/**
+ * A second controller claiming `dir`, in a process of its own (this process's own pid never counts as another
+ * holder): what it says, the refusal or `claimed`.
+ */
+function claimFromAnotherProcess(dir: string): string {
+  const lock = pathToFileURL(join(PROJECT_ROOT, 'dist', 'cli', 'state-dir-lock.js')).href;
+  const script =
+    `import { claimStateDir } from ${JSON.stringify(lock)};\n` +
+    `try { claimStateDir(process.argv[1]); process.stdout.write('claimed'); }\n` +
+    `catch (e) { process.stdout.write(e.message); }`;
+  const run = spawnSync(process.execPath, ['--input-type=module', '-e', script, dir], { encoding: 'utf8' });
+  if (run.status !== 0)
+    throw new Error(`the second claim did not run (exit ${String(run.status)}): ${run.stderr}`);
+  return run.stdout;
+}
+
+/**
+ * The lock now names this process, pid and start time, so another controller is refused while it is held; the
+ * release frees it. A takeover that left the stale pid in the file would let two controllers share one state.
+ */
+function expectTakenOver(dir: string, release: () => void): void {
+  expect(readFileSync(join(dir, PID_FILE), 'utf8').trim()).toBe(
+    `${process.pid} ${procProbe(process.pid)?.startTime ?? ''}`,
+  );
+  expect(claimFromAnotherProcess(dir)).toContain(`another controller (pid ${process.pid}) is using ${dir};`);
+  release();
+  expect(existsSync(join(dir, PID_FILE))).toBe(false);
+}
 
 describe('the state directory lock', () => {
   it('writes its pid and start time, and removes the file on release', () => {
@@ -54,7 +88,7 @@ describe('the state directory lock', () => {
     for (const content of [`${zombie.pid}\n`, `${zombie.pid} ${startTime}\n`]) {
       const dir = stateDir(content);
       expect(lockHolder(dir)).toBeUndefined();
-      claimStateDir(dir)();
+      expectTakenOver(dir, claimStateDir(dir));
     }
   });
 
@@ -64,7 +98,7 @@ describe('the state directory lock', () => {
     expect(real).toBeDefined();
     const dir = stateDir(`${other.pid} ${Number(real) + 12345}\n`);
     expect(lockHolder(dir)).toBeUndefined();
-    claimStateDir(dir)();
+    expectTakenOver(dir, claimStateDir(dir));
   });
 
   it('takes over from a pid that is gone', async () => {
@@ -72,7 +106,7 @@ describe('the state directory lock', () => {
     gone.kill('SIGKILL');
     await new Promise((r) => gone.once('exit', r));
     const dir = stateDir(`${gone.pid} 1\n`);
-    claimStateDir(dir)();
+    expectTakenOver(dir, claimStateDir(dir));
   });
 
   it("refuses a live controller's lock, and one without /proc it cannot check", () => {
