@@ -32,8 +32,9 @@ export class MemoryEventLog {
    */
   prune(kind: string, beforeSeconds: number, limit: number): { removed: number; undo: () => void } {
     const doomed = new Set<EventRecord>();
+    const most = wholeLimit(limit);
     for (const e of this.index.get(indexKey(undefined, kind)) ?? []) {
-      if (doomed.size >= limit) break;
+      if (doomed.size >= most) break;
       if (e.atSeconds < beforeSeconds) doomed.add(e);
     }
     if (doomed.size === 0) return { removed: 0, undo: () => undefined };
@@ -58,10 +59,11 @@ export class MemoryEventLog {
 
   list(filter: EventFilter): EventRecord[] {
     const out: EventRecord[] = [];
-    const limit = filter.limit ?? Number.MAX_SAFE_INTEGER;
+    const limit = wholeLimit(filter.limit ?? Number.MAX_SAFE_INTEGER);
     // The narrowest list the filter allows; the loop checks every condition anyway.
     const key = lookupKey(filter);
-    const kinds = filter.kinds;
+    // A kind named twice is one list, not two: each event is listed once, as SQL's `IN` does.
+    const kinds = filter.kinds === undefined ? undefined : [...new Set(filter.kinds)];
     // Lists are in sequence order: what comes after `afterSeq` is a tail (the incremental cost report reads only that).
     const tailOf = (list: readonly EventRecord[]): number =>
       filter.afterSeq === undefined ? 0 : firstAfter(list, filter.afterSeq);
@@ -89,6 +91,11 @@ export class MemoryEventLog {
     }
     return out;
   }
+}
+
+/** A limit as SQL's LIMIT takes it: a whole number of rows, none for a negative one. */
+function wholeLimit(limit: number): number {
+  return Math.max(0, Math.floor(limit));
 }
 
 function* newestFirst(list: readonly EventRecord[], from: number): Generator<EventRecord> {

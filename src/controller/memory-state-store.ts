@@ -19,6 +19,7 @@ import {
   withRetry,
   type Change,
 } from './state/lifecycle.js';
+import { valueJson } from './state/sql/key-values.js';
 import {
   checkPrefixMatch,
   checkRawToken,
@@ -124,15 +125,10 @@ export class MemoryStateStore implements StateStore {
     const mark = journal.length;
     const hooks = this.committed;
     const hookMark = hooks.length;
+    let result: T;
     try {
-      const result = fn();
+      result = fn();
       if (result instanceof Promise) throw new StateStoreError('a transaction function must not be async');
-      if (outer) {
-        this.journal = undefined;
-        this.committed = [];
-        for (const hook of hooks) hook();
-      }
-      return result;
     } catch (e) {
       while (journal.length > mark) (journal.pop() as () => void)();
       hooks.length = hookMark;
@@ -140,6 +136,13 @@ export class MemoryStateStore implements StateStore {
     } finally {
       if (outer) this.journal = undefined;
     }
+    if (outer) {
+      // Committed by now, as the SQL stores' hooks run after COMMIT: a hook that throws passes its error on and
+      // skips the hooks after it, but undoes none of the transaction's writes.
+      this.committed = [];
+      for (const hook of hooks) hook();
+    }
+    return result;
   }
 
   afterCommit(fn: () => void): void {
@@ -183,7 +186,8 @@ export class MemoryStateStore implements StateStore {
       .filter((x) => x.seq > after)
       .sort((a, b) => a.seq - b.seq)
       .map((x) => x.j);
-    return filter.limit === undefined ? jobs : jobs.slice(0, filter.limit);
+    // A whole number of rows, none for a negative limit, as SQL's LIMIT is given.
+    return filter.limit === undefined ? jobs : jobs.slice(0, Math.max(0, Math.floor(filter.limit)));
   }
 
   countJobs(filter: JobFilter = {}): number {
@@ -384,10 +388,11 @@ export class MemoryStateStore implements StateStore {
   }
 
   pruneFinishedIntents(beforeSeconds: number, limit: number): number {
+    const most = Math.max(0, Math.floor(limit));
     return this.transaction(() => {
       let removed = 0;
       for (const intent of [...this.intents.values()].sort((a, b) => a.id - b.id)) {
-        if (removed >= limit) break;
+        if (removed >= most) break;
         if (
           intent.state === 'pending' ||
           intent.kind === 'launch' ||
@@ -513,7 +518,7 @@ export class MemoryStateStore implements StateStore {
   }
 
   setValue(key: string, value: JsonValue): void {
-    const text = JSON.stringify(value);
+    const text = valueJson(key, value);
     this.transaction(() => this.put(this.values, key, text));
   }
 

@@ -34,6 +34,7 @@ import {
   UnknownRecordError,
   type JobRecord,
   type JobState,
+  type JsonValue,
   type RoundInput,
   type StateStore,
 } from '../../src/controller/state-store.js';
@@ -754,6 +755,35 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(seqs({ kinds: [] })).toEqual([]);
     });
 
+    it('lists an event once for a kind named twice, and takes limits as whole numbers, none for a negative one', () => {
+      for (let i = 0; i < 5; i += 1) store.appendEvent({ kind: 'a.b' }); // seq 1..5
+      store.appendEvent({ kind: 'c.d' }); // seq 6
+      const seqs = (f: Parameters<StateStore['listEvents']>[0]): number[] =>
+        store.listEvents(f).map((x) => x.seq);
+      expect(seqs({ kinds: ['a.b', 'a.b'] })).toEqual([1, 2, 3, 4, 5]);
+      expect(seqs({ kinds: ['c.d', 'a.b', 'c.d'], newestFirst: true, limit: 3 })).toEqual([6, 5, 4]);
+      expect(seqs({ kinds: ['a.b', 'a.b'], afterSeq: 3 })).toEqual([4, 5]);
+      expect(seqs({ kind: 'a.b', limit: 2.5 })).toEqual([1, 2]);
+      expect(seqs({ kinds: ['a.b', 'c.d'], limit: 2.5 })).toEqual([1, 2]);
+      expect(seqs({ limit: 0.5 })).toEqual([]);
+      expect(seqs({ limit: -1 })).toEqual([]);
+      expect(store.pruneEvents('a.b', 1e12, 1.5)).toBe(1);
+      expect(store.pruneEvents('a.b', 1e12, -1)).toBe(0);
+      expect(seqs({ kind: 'a.b' })).toEqual([2, 3, 4, 5]);
+      // The same for jobs and finished intents.
+      store.submitJob(RESNET);
+      store.submitJob(RESNET);
+      expect(store.listJobs({ limit: 1.5 }).map((j) => j.id)).toEqual(['job-1']);
+      expect(store.listJobs({ limit: -1 })).toEqual([]);
+      for (let i = 1; i <= 3; i += 1)
+        store.completeIntent(
+          store.recordIntent({ kind: 'terminate', payload: { instanceId: `inst-${i}` } }).id,
+        );
+      expect(store.pruneFinishedIntents(1e12, 1.5)).toBe(1);
+      expect(store.pruneFinishedIntents(1e12, -1)).toBe(0);
+      expect(store.listIntents().map((i) => i.id)).toEqual([2, 3]);
+    });
+
     it('prunes the oldest events of a kind before a time, at most a limit, keeping sequence numbers and filters', () => {
       store.submitJob(RESNET); // seq 1 at 1000
       for (let i = 0; i < 6; i += 1) {
@@ -843,6 +873,27 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(store.deleteValue('colocation-table')).toBe(true);
       expect(store.deleteValue('colocation-table')).toBe(false);
       expect(store.getValue('colocation-table')).toBeUndefined();
+    });
+
+    it('refuses a value JSON has no text for, naming the key, and keeps what the key held', () => {
+      store.setValue('held', 1);
+      for (const bad of [undefined, () => 1, Symbol('s')]) {
+        expect(() => store.setValue('held', bad as unknown as JsonValue)).toThrow(StateStoreError);
+        expect(() => store.setValue('held', bad as unknown as JsonValue)).toThrow(
+          /value of key held cannot be stored as JSON/,
+        );
+      }
+      expect(store.getValue('held')).toBe(1);
+      expect(() => store.setValue('fresh', undefined as unknown as JsonValue)).toThrow(/key fresh/);
+      expect(store.getValue('fresh')).toBeUndefined();
+      const circular: Record<string, unknown> = {};
+      circular['self'] = circular;
+      expect(() => store.setValue('fresh', circular as JsonValue)).toThrow(
+        /value of key fresh cannot be stored/,
+      );
+      // Inside a value, JSON's own rules: undefined members are left out, NaN is null.
+      store.setValue('fresh', { a: undefined, b: [NaN, 1] } as unknown as JsonValue);
+      expect(store.getValue('fresh')).toEqual({ b: [null, 1] });
     });
   });
 
@@ -959,6 +1010,27 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       ).toThrow('outer');
       store.transaction(() => undefined);
       expect(ran).toEqual(['outside', 'outer', 'committed inner']);
+    });
+
+    it('keeps a committed transaction when a hook run after its commit throws, passing the error on', () => {
+      const ran: string[] = [];
+      expect(() =>
+        store.transaction(() => {
+          store.setValue('committed', 1);
+          store.createInstance({ typeName: 'p3.2xlarge' });
+          store.afterCommit(() => {
+            throw new Error('hook failed');
+          });
+          store.afterCommit(() => ran.push('after the failed hook'));
+        }),
+      ).toThrow('hook failed');
+      expect(store.getValue('committed')).toBe(1);
+      expect(store.listInstances().map((i) => i.id)).toEqual(['inst-1']);
+      expect(store.createInstance({ typeName: 'c7i.large' }).id).toBe('inst-2');
+      // The hooks after the one that threw do not run; the next transaction's do.
+      expect(ran).toEqual([]);
+      store.transaction(() => store.afterCommit(() => ran.push('next')));
+      expect(ran).toEqual(['next']);
     });
 
     it('leaves no trace of a rejected state change', () => {
@@ -1438,6 +1510,45 @@ describe('SqliteStateStore on disk', () => {
     expect(() => new SqliteStateStore(path)).toThrow(
       'is not a fleetwise state database (it has tables customers)',
     );
+  });
+
+  it('names a damaged state file and how to get a state back, on opening and on the first read of its damage', () => {
+    const messageOf = (path: string): string => {
+      try {
+        const store = new SqliteStateStore(path);
+        try {
+          store.listJobs();
+        } finally {
+          store.close();
+        }
+      } catch (e) {
+        expect(e).toBeInstanceOf(StateStoreError);
+        return (e as Error).message;
+      }
+      throw new Error(`expected ${path} to be refused`);
+    };
+    const advice = /the state database is damaged\. Move it aside .*--restore-from.*--init/;
+    // Not SQLite at all: refused as it opens.
+    const garbage = freshDbPath();
+    writeFileSync(garbage, Buffer.alloc(8192, 0x5a));
+    const notADatabase = messageOf(garbage);
+    expect(notADatabase).toContain(`${garbage}: file is not a database`);
+    expect(notADatabase).toMatch(advice);
+    // A page of the jobs table overwritten: the file opens, and the first read of that page says so.
+    const damaged = freshDbPath();
+    const store = new SqliteStateStore(damaged);
+    for (let i = 0; i < 20; i += 1) store.submitJob(RESNET);
+    store.close();
+    const raw = new Database(damaged, { readonly: true });
+    const pageSize = Number(raw.pragma('page_size', { simple: true }));
+    const root = Number(raw.prepare("SELECT rootpage FROM sqlite_master WHERE name = 'jobs'").pluck().get());
+    raw.close();
+    const bytes = readFileSync(damaged);
+    bytes.fill(0xff, (root - 1) * pageSize, root * pageSize);
+    writeFileSync(damaged, bytes);
+    const malformed = messageOf(damaged);
+    expect(malformed).toContain(`${damaged}: database disk image is malformed`);
+    expect(malformed).toMatch(advice);
   });
 
   it('enforces foreign keys', () => {

@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import { chmodSync, closeSync, existsSync, openSync } from 'node:fs';
-import { wallClockSeconds, type StateStoreOptions } from '../state-store.js';
+import { StateStoreError, wallClockSeconds, type StateStoreOptions } from '../state-store.js';
+import type { Param, Row } from './sql/connection.js';
 import { SqlStateStore } from './sql-state-store.js';
 import { SqliteConnection } from './sqlite/connection.js';
 import { ensureStoreId, migrate } from './sqlite/migrate.js';
@@ -14,6 +15,66 @@ function restrictToOwner(path: string): void {
   if (path === '' || path === ':memory:' || path.startsWith('file:')) return;
   closeSync(openSync(path, 'a', 0o600));
   for (const file of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(file)) chmodSync(file, 0o600);
+}
+
+/** SQLite's codes for a file that is not, or is no longer, a whole database (SQLITE_CORRUPT_INDEX and the like too). */
+const DAMAGED = /^SQLITE_(CORRUPT|NOTADB)/;
+
+function isDamaged(e: unknown): boolean {
+  return e instanceof Database.SqliteError && DAMAGED.test(e.code);
+}
+
+/**
+ * SQLite's own words name neither the file nor a way out ("file is not a database"): the error the operator sees
+ * names the state file and, when the file is damaged, how to get a state back.
+ */
+function stateFileError(path: string, e: unknown): unknown {
+  if (!(e instanceof Database.SqliteError)) return e;
+  if (!DAMAGED.test(e.code)) return new StateStoreError(`${path}: ${e.message}`, { cause: e });
+  return new StateStoreError(
+    `${path}: ${e.message}: the state database is damaged. Move it aside (with its -wal and -shm files), then ` +
+      'restore the state from a backup (fleetwise controller … --restore-from <backups>), or start a new cluster ' +
+      'with --init',
+    { cause: e },
+  );
+}
+
+/**
+ * The store's connection, whose reads and writes report a damaged file by its path: damage often shows only when a
+ * query first reaches the broken pages, long after the file opened.
+ */
+class StateFileConnection extends SqliteConnection {
+  constructor(
+    db: Database.Database,
+    now: () => number,
+    private readonly path: string,
+  ) {
+    super(db, now);
+  }
+
+  override run(sql: string, ...params: Param[]): number {
+    try {
+      return super.run(sql, ...params);
+    } catch (e) {
+      throw isDamaged(e) ? stateFileError(this.path, e) : e;
+    }
+  }
+
+  override get(sql: string, ...params: Param[]): Row | undefined {
+    try {
+      return super.get(sql, ...params);
+    } catch (e) {
+      throw isDamaged(e) ? stateFileError(this.path, e) : e;
+    }
+  }
+
+  override all(sql: string, ...params: Param[]): Row[] {
+    try {
+      return super.all(sql, ...params);
+    } catch (e) {
+      throw isDamaged(e) ? stateFileError(this.path, e) : e;
+    }
+  }
 }
 
 export interface SqliteStateStoreOptions extends StateStoreOptions {
@@ -51,7 +112,12 @@ export class SqliteStateStore extends SqlStateStore {
   ) {
     const now = options.nowSeconds ?? wallClockSeconds;
     restrictToOwner(path);
-    const db = new Database(path, { timeout: options.busyTimeoutMs ?? 5000 });
+    let db: Database.Database;
+    try {
+      db = new Database(path, { timeout: options.busyTimeoutMs ?? 5000 });
+    } catch (e) {
+      throw stateFileError(path, e);
+    }
     let schemaVersion: number;
     let storeId: string;
     try {
@@ -63,9 +129,9 @@ export class SqliteStateStore extends SqlStateStore {
       storeId = ensureStoreId(db);
     } catch (e) {
       db.close();
-      throw e;
+      throw stateFileError(path, e);
     }
-    super(new SqliteConnection(db, now), storeId);
+    super(new StateFileConnection(db, now, path), storeId);
     this.db = db;
     this.schemaVersion = schemaVersion;
   }

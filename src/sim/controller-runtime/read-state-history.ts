@@ -1,5 +1,7 @@
 import Database from 'better-sqlite3';
-import { existsSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, mkdtempSync, openSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 import { ValidationError } from '../../core/validation.js';
 import { SCHEDULER_STATE_KEY } from '../../controller/scheduler-state.js';
 import { LATEST_SCHEMA_VERSION } from '../../controller/state/sqlite-schema.js';
@@ -24,6 +26,9 @@ export interface ReadStateHistoryOptions {
   /** Also read the scheduler's saved learned state (Eva's table and event history), which only some exports need. */
   readonly schedulerState?: boolean;
 }
+
+/** What better-sqlite3 throws for SQLite's errors (its types give only the class). */
+type SqliteError = InstanceType<typeof Database.SqliteError>;
 
 /** The few reads an export makes, in the `?`-parameter SQL both stores share (state/sql/connection.ts). */
 type Query = (sql: string, ...params: Param[]) => Row[];
@@ -89,11 +94,36 @@ export function readSqliteStateHistory(dbPath: string, options: ReadStateHistory
     throw new ValidationError(dbPath, [
       "no controller state here (is --state-dir the controller's state directory?)",
     ]);
+  try {
+    return readSqliteFile(dbPath, dbPath, options);
+  } catch (e) {
+    if (!needsFilesBeside(e)) throw e;
+    try {
+      // Opened, not access(2)ed: that asks about the real user, where the reads are the effective user's.
+      closeSync(openSync(dbPath, 'r'));
+    } catch (denied) {
+      throw new ValidationError(dbPath, [`cannot open the state database: ${(denied as Error).message}`]);
+    }
+    return readCopy(dbPath, e, options);
+  }
+}
+
+/**
+ * SQLite could not make the files a reader of a WAL database keeps beside it (`state.db-shm`): the state is in a
+ * directory this user cannot write to (a read-only mount, another user's state directory, an archived copy).
+ */
+function needsFilesBeside(e: unknown): e is SqliteError {
+  return e instanceof Database.SqliteError && /^SQLITE_(CANTOPEN|READONLY)/.test(e.code);
+}
+
+/** Read `file`, naming `where` in what goes wrong; an error `needsFilesBeside` is passed on as SQLite gave it. */
+function readSqliteFile(file: string, where: string, options: ReadStateHistoryOptions): StateHistory {
   let db: Database.Database;
   try {
-    db = new Database(dbPath, { readonly: true, fileMustExist: true });
+    db = new Database(file, { readonly: true, fileMustExist: true });
   } catch (e) {
-    throw new ValidationError(dbPath, [`cannot open the state database: ${(e as Error).message}`]);
+    if (needsFilesBeside(e)) throw e;
+    throw new ValidationError(where, [`cannot open the state database: ${(e as Error).message}`]);
   }
   try {
     // A deferred transaction: in WAL mode its reads all see the state as of its first one.
@@ -105,14 +135,76 @@ export function readSqliteStateHistory(dbPath: string, options: ReadStateHistory
           .pluck()
           .all() as string[];
       } catch (e) {
-        throw new ValidationError(dbPath, [`not a fleetwise state database: ${(e as Error).message}`]);
+        if (needsFilesBeside(e)) throw e;
+        // Only a file SQLite does not take for a database at all is not a state; a damaged one is a state still.
+        const notOurs = e instanceof Database.SqliteError && e.code === 'SQLITE_NOTADB';
+        throw new ValidationError(where, [
+          `${notOurs ? 'not a fleetwise state database' : 'cannot read the state database'}: ${(e as Error).message}`,
+        ]);
       }
       const query: Query = (sql, ...params) => db.prepare(sql).all(...params) as Row[];
-      return historyFrom(query, dbPath, tables, LATEST_SCHEMA_VERSION, options);
+      return historyFrom(query, where, tables, LATEST_SCHEMA_VERSION, options);
     })();
   } finally {
     db.close();
   }
+}
+
+/**
+ * Read a copy of the database and its log, made in a private temporary directory where SQLite may write beside it;
+ * the copy is removed afterwards, and the state is left as it was.
+ */
+function readCopy(dbPath: string, cause: SqliteError, options: ReadStateHistoryOptions): StateHistory {
+  const cannot = (why: string): ValidationError =>
+    new ValidationError(dbPath, [
+      `cannot read the state database: ${cause.message}: SQLite must write ${basename(dbPath)}-shm beside it, ` +
+        `which this user cannot, and ${why}; copy the state directory somewhere writable and export from the copy`,
+    ]);
+  let dir: string;
+  try {
+    dir = mkdtempSync(join(tmpdir(), 'fleetwise-export-'));
+  } catch (e) {
+    throw cannot(`no temporary directory to copy it to could be made (${(e as Error).message})`);
+  }
+  try {
+    const copy = join(dir, basename(dbPath));
+    try {
+      copyConsistently(dbPath, copy);
+    } catch (e) {
+      throw cannot(`copying it to a temporary directory failed (${(e as Error).message})`);
+    }
+    try {
+      return readSqliteFile(copy, dbPath, options);
+    } catch (e) {
+      if (needsFilesBeside(e))
+        throw cannot(`its copy in a temporary directory could not be read either (${e.message})`);
+      throw e;
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Copy a database and its write-ahead log (the commits not yet moved into the database). A controller that can write
+ * there may commit meanwhile, so the copy is made again until neither file changed while it was made.
+ */
+function copyConsistently(from: string, to: string): void {
+  const mark = (): string =>
+    [from, `${from}-wal`]
+      .map((f) => {
+        const s = statSync(f, { throwIfNoEntry: false });
+        return s === undefined ? '-' : `${s.size}:${s.mtimeMs}`;
+      })
+      .join(' ');
+  for (let attempt = 0; attempt < 5; attempt += 1) {
+    const before = mark();
+    copyFileSync(from, to);
+    rmSync(`${to}-wal`, { force: true });
+    if (existsSync(`${from}-wal`)) copyFileSync(`${from}-wal`, `${to}-wal`);
+    if (mark() === before) return;
+  }
+  throw new Error('it changed every time it was copied');
 }
 
 /** Read a PostgreSQL state (`fleetwise controller --state postgres://…`), in the schema its search_path names first. */

@@ -1,6 +1,18 @@
 import Database from 'better-sqlite3';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -17,6 +29,7 @@ import {
   WORK_EVENT_KINDS,
 } from '../../../src/sim/controller-runtime/state-history.js';
 import { fleetwiseTrace } from '../../../src/sim/traces/fleetwise-json.js';
+import { asNobody, NOBODY } from '../../helpers/as-nobody.js';
 import { example, exportedJobsOf, writeJobHistory } from '../../helpers/job-history.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'fleetwise-state-history-'));
@@ -145,6 +158,86 @@ describe("a controller's job history as a trace", () => {
     );
     const wal = `${path}-wal`;
     if (existsSync(wal)) expect(statSync(wal).size).toBe(0);
+  });
+
+  it('reads a state in a directory this user cannot write to (SQLite cannot make state.db-shm there) from a copy', async () => {
+    // Root reads and writes through any mode: only another user (nobody) meets a read-only state directory.
+    const place = mkdtempSync(join(tmpdir(), 'fleetwise-read-only-state-'));
+    try {
+      chmodSync(place, 0o755);
+      const c = clock();
+      const live = join(place, 'live.db');
+      const store = new SqliteStateStore(live, { nowSeconds: c.now });
+      writeJobHistory(store, c);
+      const jobs = store.listJobs();
+      const events = store.listEvents({ kind: 'job.state' });
+      // A state as a controller that still runs (or was killed) leaves it: commits in state.db-wal, no -shm; and one
+      // closed cleanly, all in state.db.
+      const running = join(place, 'running');
+      const closed = join(place, 'closed');
+      for (const dir of [running, closed]) mkdirSync(dir, { mode: 0o755 });
+      expect(statSync(`${live}-wal`).size).toBeGreaterThan(0);
+      copyFileSync(live, join(running, 'state.db'));
+      copyFileSync(`${live}-wal`, join(running, 'state.db-wal'));
+      store.close();
+      copyFileSync(live, join(closed, 'state.db'));
+      for (const dir of [running, closed])
+        for (const f of readdirSync(dir)) chownSync(join(dir, f), NOBODY, NOBODY);
+      const contents = (dir: string): string[] =>
+        readdirSync(dir)
+          .sort()
+          .map((f) => `${f} ${sha256(join(dir, f))}`);
+      const before = [contents(running), contents(closed)];
+      // The copies nobody makes (none but this test reads a state as nobody).
+      const copiesLeft = (): string[] =>
+        readdirSync(tmpdir()).filter(
+          (f) => f.startsWith('fleetwise-export-') && statSync(join(tmpdir(), f)).uid === NOBODY,
+        );
+      const leftBefore = copiesLeft();
+
+      for (const dir of [running, closed]) {
+        const history = await asNobody(async () => readSqliteStateHistory(join(dir, 'state.db')));
+        expect(history.jobs).toEqual(jobs);
+        expect(history.jobStateEvents).toEqual(events);
+      }
+      // The state as it was, and no copy left behind.
+      expect([contents(running), contents(closed)]).toEqual(before);
+      expect(copiesLeft()).toEqual(leftBefore);
+
+      // No copy can be made either (its log is another user's): say why, and what to do.
+      chownSync(join(running, 'state.db-wal'), 0, 0);
+      const refused = await asNobody(async () => {
+        try {
+          readSqliteStateHistory(join(running, 'state.db'));
+        } catch (e) {
+          return e;
+        }
+        throw new Error('expected the read to be refused');
+      });
+      expect(refused).toBeInstanceOf(ValidationError);
+      expect((refused as ValidationError).source).toBe(join(running, 'state.db'));
+      const problems = (refused as ValidationError).problems.join('; ');
+      expect(problems).toMatch(/SQLite must write state\.db-shm beside it, which this user cannot/);
+      expect(problems).toMatch(/copying it to a temporary directory failed \(EACCES/);
+      expect(problems).toMatch(/copy the state directory somewhere writable and export from the copy/);
+      expect(problems).not.toMatch(/not a fleetwise state database/);
+      expect(copiesLeft()).toEqual(leftBefore);
+
+      // A database this user cannot read at all is that, not a directory to copy it from.
+      chownSync(join(closed, 'state.db'), 0, 0);
+      const unreadable = await asNobody(async () => {
+        try {
+          readSqliteStateHistory(join(closed, 'state.db'));
+        } catch (e) {
+          return e;
+        }
+        throw new Error('expected the read to be refused');
+      });
+      expect((unreadable as Error).message).toMatch(/state\.db: cannot open the state database: EACCES/);
+      expect((unreadable as Error).message).not.toMatch(/-shm/);
+    } finally {
+      rmSync(place, { recursive: true, force: true });
+    }
   });
 
   it('reads the events that say when a job worked, and measures a waiting move and a lost instance by them', () => {

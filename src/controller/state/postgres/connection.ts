@@ -1,5 +1,11 @@
 import { StateStoreError } from '../../state-store.js';
-import type { NumberedTable, Param, Row, SqlConnection } from '../sql/connection.js';
+import {
+  checkParams,
+  type NumberedTable,
+  type Param,
+  type Row,
+  type SqlConnection,
+} from '../sql/connection.js';
 import { boundedConninfo, redactUrl, type ConnectionBounds } from './conninfo.js';
 import { CONNECTION_BAD, endNativeClient, newNativeClient, type NativeClient } from './native-client.js';
 
@@ -193,6 +199,7 @@ export class PostgresConnection implements SqlConnection {
 
   private execute(sql: string, params: readonly Param[]): Row[] {
     if (this.closed) throw new StateStoreError('the PostgreSQL store is closed');
+    checkParams(sql, params);
     // libpq sends text parameters as C strings: one holding NUL would be cut there and stored short, without an error.
     // Each NUL is stored as U+FFFD instead, so that no write (a task's failure reason quoting binary output, an event)
     // is lost or refused for it; the API refuses control characters in the text users send.

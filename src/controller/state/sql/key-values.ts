@@ -1,5 +1,24 @@
-import type { JsonValue } from '../../state-store.js';
+import { StateStoreError, type JsonValue } from '../../state-store.js';
 import type { SqlConnection } from './connection.js';
+
+/**
+ * A key-value's JSON text, as every store (the memory store too) keeps it. A value JSON has no text for (undefined, a
+ * function) is refused, naming the key, by all alike: stored, it would be no text (NOT NULL in SQLite), the word
+ * `undefined` in PostgreSQL (every later read of the key failing), or a missing key in memory.
+ */
+export function valueJson(key: string, value: JsonValue): string {
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(value);
+  } catch (e) {
+    throw new StateStoreError(`value of key ${key} cannot be stored as JSON: ${(e as Error).message}`);
+  }
+  if (json === undefined)
+    throw new StateStoreError(
+      `value of key ${key} cannot be stored as JSON: ${typeof value} has no JSON form (deleteValue removes a key)`,
+    );
+  return json;
+}
 
 /** Scheduler state kept as JSON under a key (e.g. the co-location table). */
 export class KeyValueQueries {
@@ -11,7 +30,7 @@ export class KeyValueQueries {
   }
 
   setValue(key: string, value: JsonValue): void {
-    const json = JSON.stringify(value);
+    const json = valueJson(key, value);
     this.connection.transaction(() =>
       this.connection.run(
         'INSERT INTO kv (key, value_json, updated_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET value_json = excluded.value_json, updated_at = excluded.updated_at',
