@@ -293,7 +293,6 @@ describeWithDocker('a real dockerd stopping and hanging under a worker', (engine
         taskStopWaitMs: 300,
         warn: (m) => warned.push(m),
       });
-      const killing = Date.now();
       await bounded(
         spawner.kill({
           instanceId: 'local-hung',
@@ -305,8 +304,11 @@ describeWithDocker('a real dockerd stopping and hanging under a worker', (engine
         }),
         5_000,
       );
-      expect(Date.now() - killing).toBeLessThan(2_000);
-      expect(warned.join('\n')).toMatch(/tasks of local instance local-hung are still being stopped/);
+      // It returned at its own wait (0.3 s), before the engine's listing could time out (1 s, a later timer however
+      // busy the host): the stops are still under way, so how they end is not yet reported.
+      expect(warned).toEqual([
+        expect.stringMatching(/^the tasks of local instance local-hung are still being stopped/),
+      ]);
     } finally {
       process.kill(pid, 'SIGCONT');
     }

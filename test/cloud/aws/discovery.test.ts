@@ -3,9 +3,13 @@ import {
   CreateVpcCommand,
   DescribeAvailabilityZonesCommand,
   DescribeImagesCommand,
+  RegisterImageCommand,
   type EC2Client,
 } from '@aws-sdk/client-ec2';
-import { beforeAll, describe, expect, it, vi } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ValidationError } from '../../../src/core/validation.js';
 import {
   availableZones,
@@ -14,7 +18,14 @@ import {
   newestAmazonLinuxAmi,
 } from '../../../src/cloud/aws/discovery.js';
 import { createEc2Client } from '../../../src/cloud/aws/ec2-api.js';
-import { describeWithMoto, TEST_CREDENTIALS, TEST_REGION } from '../../helpers/moto.js';
+import {
+  describeWithMoto,
+  findMotoServer,
+  startMotoServer,
+  TEST_CREDENTIALS,
+  TEST_REGION,
+  type MotoServer,
+} from '../../helpers/moto.js';
 
 async function problemOf(promise: Promise<unknown>): Promise<ValidationError> {
   try {
@@ -183,31 +194,172 @@ describeWithMoto(
   { resetBeforeEach: false },
 );
 
-describe('the worker AMI', () => {
-  it('is the newest Amazon Linux 2023 image that is not the minimal flavour', async () => {
-    const client = createEc2Client({ region: TEST_REGION, credentials: TEST_CREDENTIALS });
-    const send = vi.spyOn(client, 'send').mockImplementation(async () => ({
-      Images: [
-        { ImageId: 'ami-00000000000000001', Name: 'al2023-ami-2023.5.1-x86_64', CreationDate: '2025-01-01' },
-        {
-          ImageId: 'ami-00000000000000002',
-          Name: 'al2023-ami-minimal-2023.6.2-x86_64',
-          CreationDate: '2025-03-01',
-        },
-        { ImageId: 'ami-00000000000000003', Name: 'al2023-ami-2023.6.1-x86_64', CreationDate: '2025-02-01' },
-        { Name: 'no id', CreationDate: '2026-01-01' },
-      ],
-    }));
-    expect(await newestAmazonLinuxAmi(client)).toBe('ami-00000000000000003');
-    const [command] = send.mock.calls[0] as unknown as [DescribeImagesCommand];
-    expect(command.input).toMatchObject({ Owners: ['amazon'] });
+/**
+ * An image as moto_server's MOTO_AMIS_PATH lists it: moto gives every one of them the owner alias `amazon`, and its
+ * regions hold exactly these instead of its own list.
+ */
+interface MotoImage {
+  readonly ami_id: string;
+  readonly name: string;
+  readonly architecture: 'x86_64' | 'arm64';
+  readonly creation_date: string;
+  readonly state: 'available' | 'pending';
+  readonly owner_id: string;
+  readonly public: true;
+  readonly root_device_type: 'ebs';
+  readonly virtualization_type: 'hvm';
+}
+
+const image = (
+  id: string,
+  name: string,
+  created: string,
+  extra: Partial<Pick<MotoImage, 'architecture' | 'state'>> = {},
+): MotoImage => ({
+  ami_id: id,
+  name,
+  architecture: 'x86_64',
+  creation_date: `${created}T00:00:00.000Z`,
+  state: 'available',
+  owner_id: '137112412989',
+  public: true,
+  root_device_type: 'ebs',
+  virtualization_type: 'hvm',
+  ...extra,
+});
+
+/** Amazon Linux 2023 x86_64 images a worker may boot; the second is the newer. */
+const FOR_WORKERS = [
+  image('ami-0a000000000000001', 'al2023-ami-2023.5.20250101.0-kernel-6.1-x86_64', '2025-01-01'),
+  image('ami-0a000000000000002', 'al2023-ami-2023.6.20250201.0-kernel-6.1-x86_64', '2025-02-01'),
+];
+
+/** Images of Amazon a worker must not boot, each newer than those it may. */
+const NOT_FOR_WORKERS = [
+  // The minimal flavour lacks what the worker bootstrap uses: named as Amazon names it, and named to fit the pattern.
+  image('ami-0b000000000000001', 'al2023-ami-minimal-2023.6.20250301.0-kernel-6.1-x86_64', '2025-03-01'),
+  image('ami-0b000000000000002', 'al2023-ami-2023.6.20250302.0-minimal-kernel-6.1-x86_64', '2025-03-02'),
+  image('ami-0b000000000000003', 'al2023-ami-2023.6.20250305.0-kernel-6.1-arm64', '2025-03-05', {
+    architecture: 'arm64',
+  }),
+  image('ami-0b000000000000004', 'al2023-ami-2023.7.20250401.0-kernel-6.1-x86_64', '2025-04-01', {
+    state: 'pending',
+  }),
+  image('ami-0b000000000000005', 'amzn2-ami-kernel-5.10-hvm-2.0.20250501.0-x86_64-gp2', '2025-05-01'),
+];
+
+const amiScratch = mkdtempSync(join(tmpdir(), 'fleetwise-amis-'));
+afterAll(() => rmSync(amiScratch, { recursive: true, force: true }));
+let amiLists = 0;
+
+/**
+ * A moto_server of its own whose regions hold exactly `images` of Amazon's. moto rewrites the dates of the list as it
+ * loads it for the first region, so only that region answers: use one region, and never reset it.
+ */
+async function motoWithImages(images: readonly MotoImage[]): Promise<MotoServer> {
+  const binary = findMotoServer();
+  if (binary === undefined)
+    throw new Error(
+      "moto_server not found on PATH (set MOTO_SERVER_BIN, or install it: pip install 'moto[server]'); the worker AMI tests need it",
+    );
+  const path = join(amiScratch, `amis-${(amiLists += 1)}.json`);
+  writeFileSync(path, JSON.stringify(images));
+  // startMotoServer hands this process's environment to the server.
+  const before = process.env.MOTO_AMIS_PATH;
+  process.env.MOTO_AMIS_PATH = path;
+  try {
+    return await startMotoServer(binary);
+  } finally {
+    if (before === undefined) delete process.env.MOTO_AMIS_PATH;
+    else process.env.MOTO_AMIS_PATH = before;
+  }
+}
+
+/** An EC2 client of `moto`, and an image registered in it by this account: not Amazon's, and the newest of all. */
+async function clientWithOwnImage(moto: MotoServer): Promise<{ client: EC2Client; own: string }> {
+  const client = createEc2Client({
+    endpoint: moto.endpoint,
+    region: TEST_REGION,
+    credentials: TEST_CREDENTIALS,
+    maxAttempts: 1,
+  });
+  const registered = await client.send(
+    new RegisterImageCommand({ Name: 'al2023-ami-2023.9.20991231.0-kernel-6.1-x86_64' }),
+  );
+  return { client, own: registered.ImageId ?? '' };
+}
+
+describe('the worker AMI, against moto', () => {
+  // Two servers, one region each: one with images a worker may boot among those it may not, one with none it may.
+  let some: MotoServer | undefined;
+  let none: MotoServer | undefined;
+  beforeAll(async () => {
+    const started = await Promise.allSettled([
+      motoWithImages([...FOR_WORKERS, ...NOT_FOR_WORKERS]),
+      motoWithImages(NOT_FOR_WORKERS),
+    ]);
+    [some, none] = started.map((s) => (s.status === 'fulfilled' ? s.value : undefined));
+    for (const s of started) if (s.status === 'rejected') throw s.reason;
+  });
+  afterAll(async () => {
+    await Promise.all([some?.stop(), none?.stop()]);
+  });
+  const running = (moto: MotoServer | undefined): MotoServer => {
+    if (moto === undefined) throw new Error('moto_server is not running');
+    return moto;
+  };
+
+  it('is the newest Amazon Linux 2023 x86_64 image of Amazon that is available and not the minimal flavour', async () => {
+    const { client, own } = await clientWithOwnImage(running(some));
+    // Every image is there to be found, each one passed over newer than the one to take.
+    const all = [...FOR_WORKERS, ...NOT_FOR_WORKERS];
+    const listed = await client.send(
+      new DescribeImagesCommand({ ImageIds: [...all.map((i) => i.ami_id), own] }),
+    );
+    const described = new Map((listed.Images ?? []).map((i) => [i.ImageId, i]));
+    for (const i of all)
+      expect(described.get(i.ami_id)).toMatchObject({
+        Name: i.name,
+        Architecture: i.architecture,
+        State: i.state,
+        CreationDate: i.creation_date,
+        ImageOwnerAlias: 'amazon',
+      });
+    expect(described.get(own)).toMatchObject({ State: 'available', OwnerId: '123456789012' });
+    expect(described.get(own)?.ImageOwnerAlias).toBeUndefined();
+    expect((described.get(own)?.CreationDate ?? '') > '2025-05-01').toBe(true);
+    expect(await newestAmazonLinuxAmi(client)).toBe('ami-0a000000000000002');
   });
 
-  it('is asked for (--ami) when the region has none', async () => {
-    const client = createEc2Client({ region: TEST_REGION, credentials: TEST_CREDENTIALS });
-    vi.spyOn(client, 'send').mockImplementation(async () => ({ Images: [] }));
+  it('is asked for (--ami) when the region has none a worker may boot', async () => {
+    const { client } = await clientWithOwnImage(running(none));
+    expect(await newestAmazonLinuxAmi(client)).toBeUndefined();
     const e = await problemOf(discoverEc2Settings(client, { region: TEST_REGION }));
     expect(e.source).toBe('ec2.amiId');
     expect(e.problems).toEqual(['not set, and no Amazon Linux 2023 AMI was found in the region: set --ami']);
+  });
+});
+
+describe('the worker AMI, of an answer moto cannot give', () => {
+  it('passes over an image listed without an id, having asked for exactly the images a worker may boot', async () => {
+    // EC2 gives every image its id and moto cannot list one without, but the SDK's types allow it.
+    const client = createEc2Client({ region: TEST_REGION, credentials: TEST_CREDENTIALS });
+    const send = vi.spyOn(client, 'send').mockImplementation(async () => ({
+      Images: [
+        { ImageId: 'ami-0a000000000000002', Name: 'al2023-ami-2023.6.1-x86_64', CreationDate: '2025-02-01' },
+        { Name: 'al2023-ami-2023.7.1-x86_64', CreationDate: '2026-01-01' },
+      ],
+    }));
+    expect(await newestAmazonLinuxAmi(client)).toBe('ami-0a000000000000002');
+    expect(send).toHaveBeenCalledTimes(1);
+    const [command] = send.mock.calls[0] as unknown as [DescribeImagesCommand];
+    expect(command).toBeInstanceOf(DescribeImagesCommand);
+    expect(command.input).toEqual({
+      Owners: ['amazon'],
+      Filters: [
+        { Name: 'name', Values: ['al2023-ami-2023.*-x86_64'] },
+        { Name: 'state', Values: ['available'] },
+      ],
+    });
   });
 });
