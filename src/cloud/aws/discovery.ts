@@ -43,6 +43,8 @@ export async function newestAmazonLinuxAmi(client: EC2Client): Promise<string | 
       Filters: [
         { Name: 'name', Values: [AMAZON_LINUX_2023_NAME] },
         { Name: 'state', Values: ['available'] },
+        // The workers' instance types are x86_64; the name pattern says so too, the architecture for certain.
+        { Name: 'architecture', Values: ['x86_64'] },
       ],
     }),
   );

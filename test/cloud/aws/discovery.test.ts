@@ -246,6 +246,10 @@ const NOT_FOR_WORKERS = [
     state: 'pending',
   }),
   image('ami-0b000000000000005', 'amzn2-ami-kernel-5.10-hvm-2.0.20250501.0-x86_64-gp2', '2025-05-01'),
+  // Named for x86_64, built for arm64: the architecture decides, not the name.
+  image('ami-0b000000000000006', 'al2023-ami-2023.8.20250601.0-kernel-6.1-x86_64', '2025-06-01', {
+    architecture: 'arm64',
+  }),
 ];
 
 const amiScratch = mkdtempSync(join(tmpdir(), 'fleetwise-amis-'));
@@ -359,6 +363,7 @@ describe('the worker AMI, of an answer moto cannot give', () => {
       Filters: [
         { Name: 'name', Values: ['al2023-ami-2023.*-x86_64'] },
         { Name: 'state', Values: ['available'] },
+        { Name: 'architecture', Values: ['x86_64'] },
       ],
     });
   });
