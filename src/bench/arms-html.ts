@@ -247,6 +247,8 @@ function differencesChart(report: ArmsReport, arm: Arm, differences: readonly Pa
       `${arm.name} against ${report.baseline}: difference per seed, in percent of ${report.baseline}` +
       (differences.some(isAbsolute) ? ' (abs: in the metric’s units, where it was 0 on a seed)' : ''),
     width: WIDTH,
+    // Panels placed in pixels: a narrower page scrolls them rather than cutting the last column off.
+    minWidth: WIDTH,
     height: PANELS.top + rows * (PANELS.panelHeight + PANELS.gapY) - 20,
     option: { grid, xAxis, yAxis, title, series, tooltip: { trigger: 'item', confine: true } },
   };

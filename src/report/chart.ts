@@ -28,6 +28,11 @@ export interface Chart {
   /** Width the static SVG is drawn at; the page scales it (and the live chart follows the container's width). */
   readonly width: number;
   readonly height: number;
+  /**
+   * The narrowest the chart is drawn at, for a layout placed in pixels across the whole width (panels side by side):
+   * drawn narrower, the panels past its edge would be cut off. A page narrower than this scrolls the chart sideways.
+   */
+  readonly minWidth?: number;
 }
 
 /** Prefix marking a formatter by name in the page's JSON; see the runtime's FORMATTERS. */
@@ -148,13 +153,17 @@ export function scriptJson(value: unknown): string {
 
 /**
  * The chart as page markup: a container holding the static SVG, and the option as JSON for the runtime. Its height is
- * fixed (the live chart needs one); the width follows the page.
+ * fixed (the live chart needs one); the width follows the page, down to the chart's `minWidth`, below which the
+ * container keeps that width inside a box that scrolls sideways (the live chart is drawn at the container's width).
  */
 export function chartHtml(chart: Chart): string {
   const option = { ...BASE_OPTION, ...chart.option };
-  return (
+  const minWidth = chart.minWidth === undefined ? '' : `;min-width:${Math.ceil(chart.minWidth)}px`;
+  const container =
     `<div class="chart" id="${escapeXml(chart.id)}" role="img" aria-label="${escapeXml(chart.title)}" ` +
-    `style="height:${chart.height}px">${renderChartSvg(chart)}</div>` +
+    `style="height:${chart.height}px${minWidth}">${renderChartSvg(chart)}</div>`;
+  return (
+    (chart.minWidth === undefined ? container : `<div class="chart-scroll">${container}</div>`) +
     `<script type="application/json" data-chart="${escapeXml(chart.id)}">${scriptJson(option)}</script>`
   );
 }
@@ -163,6 +172,7 @@ export function chartHtml(chart: Chart): string {
 export const CHART_STYLE = `
   .chart { width: 100%; overflow: hidden; }
   .chart > svg { width: 100%; height: 100%; }
+  .chart-scroll { overflow-x: auto; max-width: 100%; }
 `;
 
 const bundles = new Map<ChartBundle, string>();

@@ -18,6 +18,9 @@ const KNOWN: Readonly<Record<string, SeriesStyle>> = {
   'eva-partial-only': { color: '#a0cbe8', dash: [4, 3], symbol: 'circle' },
   'eva-rp': { color: '#6b9ac4', dash: [2, 3], symbol: 'emptyCircle' },
   'eva-single': { color: '#1f3552', dash: [8, 4], symbol: 'circle' },
+  // The latency-aware ablations, drawn next to eva: blues turned towards violet and towards cyan, never grey.
+  'eva-latency-blind': { color: '#5a5fc8', dash: [6, 2, 2, 2], symbol: 'emptyDiamond' },
+  'eva-latency-no-migration': { color: '#2a9fd6', dash: [3, 2], symbol: 'diamond' },
   'no-packing': { color: '#f28e2b', dash: [8, 4], symbol: 'rect' },
   stratus: { color: '#e15759', dash: [2, 3], symbol: 'triangle' },
   synergy: { color: '#76b7b2', dash: [12, 3, 3, 3], symbol: 'diamond' },
@@ -33,6 +36,8 @@ const KNOWN: Readonly<Record<string, SeriesStyle>> = {
 /**
  * A value-of-time sweep's runs (`eva@vot=32`): the base scheduler's hue, never its very colour, one shade and dash per
  * doubling of the value, so a geometric sweep (16, 32, 64, …) draws each value apart, all as the scheduler they vary.
+ * Time worth nothing (`vot=0`) and `vot=auto` have no doubling: each has a shade of its own, between those of the
+ * doublings (auto, the scheduler's own default, a hair off its base colour).
  */
 const SWEEP_SHADES = [0.55, 0.3, 0.42, -0.25, -0.45, 0.15, -0.1, -0.35];
 const SWEEP_DASHES: readonly ('solid' | number[])[] = [
@@ -56,6 +61,11 @@ const SWEEP_SYMBOLS = [
   'pin',
 ];
 
+/** A name's own style: the table's own keys only, so a run named `constructor` is no Object method. */
+function knownStyle(name: string): SeriesStyle | undefined {
+  return Object.hasOwn(KNOWN, name) ? KNOWN[name] : undefined;
+}
+
 /** `color` lighter (towards white, amount > 0) or darker (towards black, amount < 0). */
 function shade(color: string, amount: number): string {
   const channels = [1, 3, 5].map((i) => parseInt(color.slice(i, i + 2), 16));
@@ -63,12 +73,21 @@ function shade(color: string, amount: number): string {
   return `#${mixed.map((c) => c.toString(16).padStart(2, '0')).join('')}`;
 }
 
+const SWEEP_ZERO = { shade: 0.22, dash: [3, 1], symbol: 'emptyDiamond' } as const;
+const SWEEP_AUTO = { shade: 0.05, dash: [14, 3, 3, 3, 3, 3], symbol: 'diamond' } as const;
+
 function sweepStyle(name: string): SeriesStyle | undefined {
   const at = name.indexOf('@');
   if (at < 0) return undefined;
-  const base = KNOWN[name.slice(0, at)];
-  const value = Number(/=([0-9.]+)$/.exec(name.slice(at + 1))?.[1]);
-  if (base === undefined || !(value > 0)) return undefined;
+  const base = knownStyle(name.slice(0, at));
+  if (base === undefined) return undefined;
+  const setting = /=([0-9.]+|auto)$/.exec(name.slice(at + 1))?.[1];
+  const own =
+    setting === 'auto' ? SWEEP_AUTO : setting !== undefined && Number(setting) === 0 ? SWEEP_ZERO : undefined;
+  if (own !== undefined)
+    return { color: shade(base.color, own.shade), dash: [...own.dash], symbol: own.symbol };
+  const value = Number(setting);
+  if (!(value > 0)) return undefined;
   const i =
     (((Math.round(Math.log2(value)) + 2) % SWEEP_SHADES.length) + SWEEP_SHADES.length) % SWEEP_SHADES.length;
   return {
@@ -78,7 +97,10 @@ function sweepStyle(name: string): SeriesStyle | undefined {
   };
 }
 
-/** For names not above (e.g. a scheduler added later): chosen by a hash of the name, so still stable. */
+/**
+ * For names not above (e.g. a scheduler added later): chosen by a hash of the name, so still stable. No greys: grey
+ * is the reference lines' colour (REFERENCE_COLOR, no-packing's for scale), which a run's line would pass for.
+ */
 const FALLBACK_COLORS = [
   '#9c755f',
   '#ff9da7',
@@ -87,7 +109,7 @@ const FALLBACK_COLORS = [
   '#b6992d',
   '#499894',
   '#d37295',
-  '#79706e',
+  '#17a2b8',
 ];
 const FALLBACK_DASHES: readonly ('solid' | number[])[] = ['solid', [8, 4], [2, 3], [12, 3, 3, 3]];
 const FALLBACK_SYMBOLS = ['circle', 'rect', 'triangle', 'diamond', 'emptyCircle', 'emptyRect'];
@@ -106,7 +128,7 @@ function hash(text: string): number {
 }
 
 export function seriesStyle(name: string): SeriesStyle {
-  const known = KNOWN[name] ?? sweepStyle(name);
+  const known = knownStyle(name) ?? sweepStyle(name);
   if (known !== undefined) return known;
   const h = hash(name);
   return {

@@ -7,7 +7,9 @@ import {
   scriptJson,
   type Chart,
 } from '../../src/report/chart.js';
-import { seriesStyle } from '../../src/report/palette.js';
+import fc from 'fast-check';
+import { REFERENCE_COLOR, seriesStyle } from '../../src/report/palette.js';
+import { SCHEDULER_NAMES } from '../../src/scheduler/registry.js';
 
 function lineChart(id: string, name = 'eva'): Chart {
   return {
@@ -116,4 +118,45 @@ describe('seriesStyle', () => {
       expect(b).toBeGreaterThan(g);
     }
   });
+
+  it('draws every scheduler simulate knows in a colour of its own, none grey like the reference lines', () => {
+    const colors = SCHEDULER_NAMES.map((n) => seriesStyle(n).color);
+    expect(new Set(colors).size).toBe(SCHEDULER_NAMES.length);
+    for (const [i, name] of SCHEDULER_NAMES.entries()) expect(isGrey(colors[i] ?? ''), name).toBe(false);
+    expect(isGrey(REFERENCE_COLOR)).toBe(true);
+    // Nor does a name the palette does not know fall back to a grey.
+    fc.assert(
+      fc.property(fc.string({ minLength: 1, maxLength: 30 }), (name) => {
+        expect(isGrey(seriesStyle(name).color), name).toBe(false);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it("draws a sweep's vot=0 and vot=auto in shades of its scheduler's hue, apart from its other values", () => {
+    const values = ['0', '1', '4', 'auto'];
+    const styles = values.map((v) => seriesStyle(`eva@vot=${v}`));
+    const colors = styles.map((s) => s.color);
+    expect(new Set([...colors, seriesStyle('eva').color]).size).toBe(values.length + 1);
+    for (const [i, color] of colors.entries()) {
+      const [r, g, b] = channels(color);
+      expect(b, `eva@vot=${values[i]}`).toBeGreaterThan(r);
+      expect(b, `eva@vot=${values[i]}`).toBeGreaterThan(g);
+    }
+    // Markers and dashes apart too: for readers who cannot tell the shades apart.
+    expect(new Set(styles.map((s) => `${s.symbol} ${JSON.stringify(s.dash)}`)).size).toBe(values.length);
+    // Another scheduler's sweep keeps its own hue: no-packing's orange, red leading.
+    const [r, , b] = channels(seriesStyle('no-packing@vot=0').color);
+    expect(r).toBeGreaterThan(b);
+  });
 });
+
+function channels(color: string): [number, number, number] {
+  return [1, 3, 5].map((i) => parseInt(color.slice(i, i + 2), 16)) as [number, number, number];
+}
+
+/** Grey: its channels within 24 of each other (#79706e, #8c8c8c, #c8c8c8), no hue to speak of. */
+function isGrey(color: string): boolean {
+  const c = channels(color);
+  return Math.max(...c) - Math.min(...c) <= 24;
+}

@@ -245,6 +245,91 @@ describe('HTML pages in headless Chromium', () => {
     expect(texts.some((t) => t?.startsWith('eva@') === true)).toBe(false);
   }, 60_000);
 
+  /**
+   * Where each panel chart's texts (panel titles, axis labels) lie: the chart's box, what clips it, and how far its
+   * page or scrolling box lets a reader go. Texts whose right end is past either are out of reach.
+   */
+  async function panelReach(
+    html: string,
+    name: string,
+    selector: string,
+    width: number,
+  ): Promise<{ id: string; texts: string[]; unreachable: string[]; scrolls: boolean }[]> {
+    if (browser === undefined) throw new Error('Chromium did not start');
+    const path = join(dir, name);
+    await writeFile(path, html, 'utf8');
+    const context = await browser.newContext({ viewport: { width, height: 900 } });
+    const tab = await context.newPage();
+    await tab.goto(pathToFileURL(path).href, { waitUntil: 'load' });
+    await tab.waitForFunction(
+      `[...document.querySelectorAll(${JSON.stringify(selector)})].every((c) => c.classList.contains('live'))`,
+      undefined,
+      { timeout: 20_000 },
+    );
+    // A string: the test's TypeScript has no DOM types, the page evaluates it.
+    const reach =
+      (await tab.evaluate(`[...document.querySelectorAll(${JSON.stringify(selector)})].map((chart) => {
+      let scroller = chart.parentElement;
+      while (scroller !== null && !['auto', 'scroll'].includes(getComputedStyle(scroller).overflowX))
+        scroller = scroller.parentElement;
+      const box = chart.getBoundingClientRect();
+      // How far right a reader can go: the scrolling box's whole content, else the page's.
+      const limit = scroller === null
+        ? document.documentElement.scrollWidth - window.scrollX
+        : scroller.getBoundingClientRect().left - scroller.scrollLeft + scroller.scrollWidth;
+      const texts = [...chart.querySelectorAll('svg text')].filter((t) => t.textContent.trim() !== '');
+      return {
+        id: chart.id,
+        texts: texts.map((t) => t.textContent),
+        unreachable: texts
+          .filter((t) => t.getBoundingClientRect().right > Math.min(box.right, limit) + 1)
+          .map((t) => t.textContent),
+        scrolls: scroller !== null && scroller.scrollWidth > scroller.clientWidth,
+      };
+    })`)) as { id: string; texts: string[]; unreachable: string[]; scrolls: boolean }[];
+    await context.close();
+    return reach;
+  }
+
+  it('panel charts at 800 px: every panel drawn and within reach, the chart scrolling sideways', async () => {
+    const report = await panelReach(
+      simulationPage(),
+      'panels-800.html',
+      '#chart-running-instances, #chart-resource-allocation',
+      800,
+    );
+    expect(report.map((c) => c.id)).toEqual(['chart-running-instances', 'chart-resource-allocation']);
+    for (const chart of report) {
+      expect(chart.unreachable, chart.id).toEqual([]);
+      expect(chart.scrolls, chart.id).toBe(true);
+    }
+    // The last column's panels: karpenter's instances (the sixth run), and the memory column.
+    expect(report[0]?.texts).toContain('karpenter');
+    expect(report[1]?.texts).toContain('Memory (allocated ÷ provisioned)');
+    // arms.html: four metrics to a row (b compares four, c three: no barrier-idle cost).
+    const arms = await panelReach(armsHtml(armsFixture()), 'arms-800.html', '.chart[id^="arms-"]', 800);
+    expect(arms.map((c) => c.texts.filter((t) => t.startsWith('Δ ')).length)).toEqual([4, 3]);
+    for (const chart of arms) {
+      expect(chart.unreachable, chart.id).toEqual([]);
+      expect(chart.scrolls, chart.id).toBe(true);
+    }
+  }, 60_000);
+
+  it('panel charts at 1400 px: the whole chart in view, nothing to scroll', async () => {
+    const report = await panelReach(
+      simulationPage(),
+      'panels-1400.html',
+      '#chart-running-instances, #chart-resource-allocation',
+      1400,
+    );
+    const arms = await panelReach(armsHtml(armsFixture()), 'arms-1400.html', '.chart[id^="arms-"]', 1400);
+    expect([...report, ...arms]).toHaveLength(4);
+    for (const chart of [...report, ...arms]) {
+      expect(chart.unreachable, chart.id).toEqual([]);
+      expect(chart.scrolls, chart.id).toBe(false);
+    }
+  }, 60_000);
+
   it('report.html shows its charts as static SVG with scripts off', async () => {
     if (browser === undefined) throw new Error('Chromium did not start');
     const path = join(dir, 'static.html');

@@ -147,6 +147,8 @@ export function allocationChart(results: readonly RunResult[]): ReportChart {
       id: 'chart-resource-allocation',
       title: 'Resource allocation: demand of placed tasks as a share of provisioned capacity',
       width: WIDTH,
+      // Panels placed in pixels: a narrower page scrolls them rather than cutting the last column off.
+      minWidth: WIDTH,
       height: g.top + rows * (g.panelHeight + g.gapY) + 30,
       option: {
         tooltip: { ...TOOLTIP_AXIS, valueFormatter: fmt('percent') },

@@ -1,4 +1,4 @@
-import type { EChartsOption, GraphicComponentOption, LineSeriesOption } from 'echarts';
+import type { EChartsOption, GraphicComponentOption, LegendComponentOption, LineSeriesOption } from 'echarts';
 import type { RunResult } from '../../world/run-result.js';
 import { minMaxIndices } from './downsample.js';
 import { spreadEndLabels } from './end-labels.js';
@@ -17,6 +17,8 @@ export interface ReportChart {
 
 /** The timed lower bound in the cumulative-cost chart: dashed grey, apart from the runs' colours. */
 export const BOUND_LINE_NAME = 'lower bound (fluid fleet, no delays)';
+/** The work bound, marked at the end of the cumulative-cost chart in its place under caps (over-time-charts.ts). */
+export const WORK_BOUND_MARK_NAME = 'work bound (any schedule, total)';
 
 /** The static SVGs' width; the page scales them, and live charts take the page's width. */
 export const WIDTH = 1120;
@@ -28,6 +30,31 @@ export const BASELINE = 'no-packing';
 
 export const AXIS_NAME = { nameLocation: 'middle', nameGap: 30, nameTextStyle: { color: '#333' } } as const;
 export const TOOLTIP_AXIS = { trigger: 'axis', confine: true } as const;
+
+/**
+ * The legend of lines told apart by dash and marker as well as by colour (palette.ts): ECharts draws each entry as its
+ * series' marker on its series' dash, and at its 25 px default the marker covers a dash's gaps, so that every entry
+ * looks alike. Wide enough for a dash to show on both sides of the marker.
+ */
+const LINE_LEGEND = { top: 0, type: 'scroll', itemWidth: 46, itemHeight: 10 } as const;
+
+/**
+ * That legend for the given series names, in order, one entry per name (several series may share one). A line
+ * drawn without a marker (`symbol: 'none'`: the lower bound) gets none in its entry either, where ECharts would draw
+ * a circle.
+ */
+export function lineLegend(
+  names: readonly string[],
+  series: readonly { readonly name?: unknown; readonly symbol?: unknown }[] = [],
+): LegendComponentOption {
+  const unmarked = new Set(series.filter((s) => s.symbol === 'none').map((s) => String(s.name)));
+  return {
+    ...LINE_LEGEND,
+    data: [...new Set(names)].map((name) =>
+      unmarked.has(name) ? { name, itemStyle: { opacity: 0 } } : { name },
+    ),
+  };
+}
 
 /** `[x, y]` pairs thinned for drawing; `bucketXs` are the x positions as drawn (log10 on a log axis). */
 export function points(
@@ -80,9 +107,11 @@ export function timeLines(
       type: 'line',
       name: r.summary.scheduler,
       step: step ? 'end' : false,
+      // The marker shows in the legend only, on the run's dash: the lines overlap where runs spend alike.
+      symbol: style.symbol,
       showSymbol: false,
       color: style.color,
-      lineStyle: { width: 2 },
+      lineStyle: { width: 2, type: style.dash },
       // A backdrop, so a label on the x axis (a run with no migrations) stays legible.
       endLabel: {
         show: true,
@@ -144,7 +173,10 @@ export function overTimeOption(
   const y = niceAxis(Math.max(0, ...series.flatMap((s) => drawnPoints(s).map((p) => p[1]))));
   const right = placeEndLabels(series, x.max, y.max, height);
   return {
-    legend: { top: 0, type: 'scroll' },
+    legend: lineLegend(
+      series.map((s) => String(s.name)),
+      series,
+    ),
     tooltip: { ...TOOLTIP_AXIS, valueFormatter },
     grid: { ...OVER_TIME_GRID, right },
     xAxis: { type: 'value', name: 'time (hours)', ...AXIS_NAME, min: 0, ...x },

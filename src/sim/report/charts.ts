@@ -14,11 +14,15 @@ import { frontierChart } from './frontier-chart.js';
  * with latency-sensitive jobs their application performance); each scheduler has the same colour in all of them,
  * and in every report.
  */
-export function reportCharts(results: readonly RunResult[], bounds?: ReportBounds): ReportChart[] {
+export function reportCharts(
+  results: readonly RunResult[],
+  bounds?: ReportBounds,
+  options: { readonly capped?: boolean } = {},
+): ReportChart[] {
   const performance = appPerformanceChart(results);
   const breakdown = costBreakdownChart(results);
   return [
-    costChart(results, bounds),
+    costChart(results, bounds, options.capped ?? false),
     ...(breakdown === undefined ? [] : [breakdown]),
     instancesChart(results),
     allocationChart(results),

@@ -130,6 +130,8 @@ export function costBreakdownChart(results: readonly RunResult[]): ReportChart |
         ? 'Where the money went (instance dollars by what the capacity was doing, and traffic across zones)'
         : 'Where the money went (instance dollars by what the capacity was doing)',
       width: WIDTH,
+      // The legend's rows are placed in pixels at this width: narrower, their last entries would be cut off.
+      minWidth: WIDTH,
       height: 110 + 42 * runs.length + extraRows,
       option: {
         legend,

@@ -3,6 +3,7 @@ import type { ValueOfTimeSetting } from '../../core/model.js';
 import type { RunResult } from '../../world/run-result.js';
 import { seriesStyle } from '../../report/palette.js';
 import { AXIS_NAME, BASELINE, round, WIDTH, type ReportChart } from './chart-kit.js';
+import { baselineLabel } from './format.js';
 
 /** The policy a run belongs to: a value-of-time sweep names its runs `eva@vot=2`, the policy is `eva`. */
 export function policyOf(runName: string): string {
@@ -352,7 +353,10 @@ export function frontierChart(results: readonly RunResult[]): ReportChart {
           type: 'value',
           ...y,
           axisLabel: { showMinLabel: false, showMaxLabel: false },
-          name: relative ? 'cost (No-Packing = 1)' : 'cost ($)',
+          // Under spot the baseline stays on demand: the axis says so, as the summary's column does.
+          name: relative
+            ? `cost (No-Packing${baselineLabel(results) === BASELINE ? '' : ' on demand'} = 1)`
+            : 'cost ($)',
           ...AXIS_NAME,
           nameGap: 56,
         },

@@ -4,25 +4,32 @@ import { escapeXml } from '../../report/escape.js';
 import { chartHtml } from '../../report/chart.js';
 import { seriesStyle } from '../../report/palette.js';
 import { BASE_STYLE, dataTable, htmlPage } from './page.js';
-import { money as twoDecimals, one, SCHEDULER_COLUMN, summaryGroups, three } from './format.js';
-import type { ReportBounds, ReportSettings } from './json.js';
+import {
+  BASELINE,
+  baselineLabel,
+  money as twoDecimals,
+  one,
+  SCHEDULER_COLUMN,
+  summaryGroups,
+  three,
+} from './format.js';
+import { heldToCaps, type ReportBounds, type ReportSettings } from './json.js';
 
 const STYLE = `${BASE_STYLE}
   tr.cheapest td { font-weight: 600; }
   p.bounds { color: #444; }
 `;
 
-const BASELINE = 'no-packing';
 /** The scheduler the report is about when it ran; otherwise the lead speaks of the cheapest run. */
 const FOCUS = 'eva';
 
 const dollars = (x: number): string => `$${twoDecimals(x)}`;
 
-/** "$X (Y%) less than no-packing" (or more). */
-function versusBaseline(cost: number, baseline: number): string {
+/** "$X (Y%) less than no-packing" (or more), the baseline named as `label` (baselineLabel). */
+function versusBaseline(cost: number, baseline: number, label: string): string {
   const saving = baseline - cost;
   const share = baseline > 0 ? ` (${one((100 * Math.abs(saving)) / baseline)}%)` : '';
-  return `${dollars(Math.abs(saving))}${share} ${saving >= 0 ? 'less' : 'more'} than ${BASELINE}`;
+  return `${dollars(Math.abs(saving))}${share} ${saving >= 0 ? 'less' : 'more'} than ${label}`;
 }
 
 /**
@@ -38,6 +45,7 @@ function leadParagraph(results: readonly RunResult[], bounds: ReportBounds | und
   const name = (r: RunResult): string =>
     `<strong style="color:${seriesStyle(r.summary.scheduler).color}">${escapeXml(r.summary.scheduler)}</strong>`;
   const parts: string[] = [];
+  const label = baselineLabel(results);
   const cost = focus.summary.totalCost;
   if (baseline !== undefined && baseline !== focus) {
     const jct = focus.summary.meanJctHours;
@@ -45,7 +53,7 @@ function leadParagraph(results: readonly RunResult[], bounds: ReportBounds | und
     const jctChange =
       baseJct > 0 ? ` (${jct >= baseJct ? '+' : '−'}${one((100 * Math.abs(jct - baseJct)) / baseJct)}%)` : '';
     parts.push(
-      `${name(focus)}: <strong>${escapeXml(versusBaseline(cost, baseline.summary.totalCost))}</strong> ` +
+      `${name(focus)}: <strong>${escapeXml(versusBaseline(cost, baseline.summary.totalCost, label))}</strong> ` +
         `(${escapeXml(dollars(cost))} against ${escapeXml(dollars(baseline.summary.totalCost))}); ` +
         `mean job completion time ${escapeXml(three(jct))} h against ${escapeXml(three(baseJct))} h${escapeXml(jctChange)}.`,
     );
@@ -66,14 +74,16 @@ function leadParagraph(results: readonly RunResult[], bounds: ReportBounds | und
   }
   const spot = spotSentence(focus, results);
   if (spot !== undefined) parts.push(spot);
-  if (cheapest !== focus)
+  if (cheapest !== focus) {
+    const cheapestCost = cheapest.summary.totalCost;
     parts.push(
       `The cheapest run was ${name(cheapest)}: ${escapeXml(
         baseline === undefined
-          ? dollars(cheapest.summary.totalCost)
-          : `${dollars(cheapest.summary.totalCost)}, ${versusBaseline(cheapest.summary.totalCost, baseline.summary.totalCost)}`,
+          ? dollars(cheapestCost)
+          : `${dollars(cheapestCost)}, ${versusBaseline(cheapestCost, baseline.summary.totalCost, label)}`,
       )}.`,
     );
+  }
   return `<p class="lead" id="lead">${parts.join(' ')}</p>`;
 }
 
@@ -141,7 +151,9 @@ function boundsParagraph(results: readonly RunResult[], bounds: ReportBounds): s
   const noPacking = results.find((r) => r.summary.scheduler === BASELINE)?.summary.totalCost;
   const money = (x: number) =>
     dollars(x) +
-    (noPacking === undefined || !(noPacking > 0) ? '' : ` (${three(x / noPacking)} of no-packing)`);
+    (noPacking === undefined || !(noPacking > 0)
+      ? ''
+      : ` (${three(x / noPacking)} of ${baselineLabel(results)})`);
   const spot = bounds.atSpotPrices === true;
   return (
     `<p id="bounds" class="bounds">Lower bounds for this trace (<code>fleetwise bench bound${spot ? ' --spot on' : ''}</code>): ` +
@@ -149,6 +161,15 @@ function boundsParagraph(results: readonly RunResult[], bounds: ReportBounds): s
     `trace's task-hours${spot ? ", each type at its cheapest spot pool's price where the job allows spot" : ''}); ` +
     `one where no job waits or slows down costs at least ${escapeXml(money(bounds.timedBound))}.</p>`
   );
+}
+
+/** What the summary's normalised costs are relative to. */
+function normalizedCostNote(results: readonly RunResult[]): string {
+  const label = baselineLabel(results);
+  return label === BASELINE
+    ? `Norm. cost is relative to ${BASELINE} when it ran.`
+    : `The “÷ ${label}” column is each run's cost as a share of no-packing's, which bought no spot: most of a ` +
+        "spot run's saving against it is the spot discount, not packing.";
 }
 
 /** The summary's tables (format.ts summaryGroups), each keyed by the scheduler with its colour. */
@@ -183,7 +204,7 @@ export function reportHtml(
   settings: ReportSettings,
   bounds?: ReportBounds,
 ): string {
-  const figures = reportCharts(results, bounds).map(
+  const figures = reportCharts(results, bounds, { capped: heldToCaps(settings) }).map(
     ({ chart, caption }) =>
       `<figure><h3>${escapeXml(chart.title)}</h3>${chartHtml(chart)}<figcaption>${escapeXml(caption)}</figcaption></figure>`,
   );
@@ -198,7 +219,7 @@ export function reportHtml(
     [
       leadParagraph(results, bounds),
       `<section id="summary"><h2>Summary</h2>${summaryTables(results)}` +
-        '<p>Norm. cost is relative to no-packing when it ran. Utilization is time-weighted over the run. ' +
+        `<p>${escapeXml(normalizedCostNote(results))} Utilization is time-weighted over the run. ` +
         'Bold: the cheapest run. Hover a column header for its meaning.</p>' +
         (bounds === undefined ? '' : boundsParagraph(results, bounds)) +
         '</section>',

@@ -10,6 +10,7 @@ import {
   BUCKETS,
   AXIS_NAME,
   BOLD_CHAR_WIDTH,
+  lineLegend,
   points,
   round,
   shortenNames,
@@ -81,6 +82,8 @@ export function jctChart(results: readonly RunResult[]): ReportChart {
       type: 'line',
       name,
       step: 'end',
+      // The legend draws this line's marker on its dash: the run's key in both plots.
+      symbol: style.symbol,
       showSymbol: false,
       silent: true,
       color: style.color,
@@ -172,7 +175,7 @@ export function jctChart(results: readonly RunResult[]): ReportChart {
       width: WIDTH,
       height: stripTop + rowHeight * Math.max(1, results.length) + 56,
       option: {
-        legend: { top: 0, type: 'scroll', data: names },
+        legend: lineLegend(names),
         tooltip: { trigger: 'item', confine: true, formatter: fmt('tip') },
         grid: [
           { left, right: 40, top: 44, height: cdfHeight },

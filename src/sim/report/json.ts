@@ -6,6 +6,16 @@ import { runRecord, type RunRecord } from './normalize.js';
 export type ReportSettings = Readonly<Record<string, string | number | boolean | null>>;
 
 /**
+ * Whether the runs were held to a cost or instance cap or to quotas, as `simulate` states them in its settings (the
+ * cap's number, the quotas' list; "none …" when there were none): their jobs then waited for room.
+ */
+export function heldToCaps(settings: ReportSettings): boolean {
+  const given = (value: ReportSettings[string] | undefined): boolean =>
+    typeof value === 'number' || (typeof value === 'string' && value !== '' && !value.startsWith('none'));
+  return given(settings.capDollarsPerHour) || given(settings.capInstances) || given(settings.quotas);
+}
+
+/**
  * What `fleetwise simulate --json` prints: exactly this object, one record per run in request order (the summary
  * fields, then the queue layer's metrics when the run had a queue).
  */

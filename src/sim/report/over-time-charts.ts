@@ -14,6 +14,7 @@ import { REFERENCE_COLOR, seriesStyle } from '../../report/palette.js';
 import {
   type ReportChart,
   BOUND_LINE_NAME,
+  WORK_BOUND_MARK_NAME,
   WIDTH,
   BUCKETS,
   SMALL_BUCKETS,
@@ -21,6 +22,7 @@ import {
   AXIS_NAME,
   TOOLTIP_AXIS,
   points,
+  round,
   niceAxis,
   hoursOf,
   timeAxis,
@@ -52,9 +54,17 @@ function dollars(value: number): string {
 const cents = (value: number): number => Math.round(100 * value) / 100;
 
 /**
- * The charts over time: cumulative cost (with the timed lower bound), running instances per scheduler, migrations.
+ * The charts over time: cumulative cost (with a lower bound), running instances per scheduler, migrations.
+ *
+ * The timed bound holds for schedules where no job waits: under a cap or quota (`capped`) jobs wait, and its curve
+ * would run above the capped runs, spending at the pace of a fleet the cap forbids. There the chart marks the work
+ * bound at the end instead, which holds for any schedule's total and claims no pace.
  */
-export function costChart(results: readonly RunResult[], bounds: ReportBounds | undefined): ReportChart {
+export function costChart(
+  results: readonly RunResult[],
+  bounds: ReportBounds | undefined,
+  capped = false,
+): ReportChart {
   const series = timeLines(results, (r) => r.series.cumulativeCost, false);
   // The end label shows the run's total, formatted here (a label template cannot group digits).
   labelEnds(
@@ -63,11 +73,31 @@ export function costChart(results: readonly RunResult[], bounds: ReportBounds | 
     results.map((r) => cents(r.summary.totalCost)),
     dollars,
   );
-  if (bounds !== undefined) {
+  if (bounds !== undefined && capped) {
+    const end = Math.max(0, ...results.map((r) => (r.series.timeSeconds.at(-1) ?? 0) / SECONDS_PER_HOUR));
+    series.push({
+      type: 'line',
+      name: WORK_BOUND_MARK_NAME,
+      symbol: 'diamond',
+      symbolSize: 11,
+      showSymbol: true,
+      color: REFERENCE_COLOR,
+      lineStyle: { width: 2, type: [6, 4] },
+      endLabel: {
+        show: true,
+        formatter: `work bound: ${dollars(bounds.workBound)}`,
+        color: '#555',
+      },
+      labelLayout: { moveOverlap: 'shiftY' },
+      data: [[round(end, 4), round(bounds.workBound, 3)]],
+    });
+  } else if (bounds !== undefined) {
     const s = bounds.timedSeries;
     series.push({
       type: 'line',
       name: BOUND_LINE_NAME,
+      // No marker in the legend either: the bound is a dashed line only.
+      symbol: 'none',
       showSymbol: false,
       color: REFERENCE_COLOR,
       lineStyle: { width: 2, type: [6, 4] },
@@ -100,9 +130,14 @@ export function costChart(results: readonly RunResult[], bounds: ReportBounds | 
       '. Each line ends when the run’s last job finished; the label gives the total.' +
       (bounds === undefined
         ? ''
-        : ' Dashed grey: the timed lower bound, what a fluid fleet (fractional instances, resized at will) would ' +
-          'have spent hosting every job from its arrival for its standalone duration, with no delays and no ' +
-          'interference.'),
+        : capped
+          ? ' Grey diamond: the work bound, what a fluid fleet (fractional instances, resized at will) would cost ' +
+            'for the trace’s task-hours, below which no schedule’s total can go. Under a cap or quota jobs wait, ' +
+            'so the timed lower bound (every job run from its arrival, none waiting) neither paces these runs nor ' +
+            'bounds them, and is not drawn.'
+          : ' Dashed grey: the timed lower bound, what a fluid fleet (fractional instances, resized at will) would ' +
+            'have spent hosting every job from its arrival for its standalone duration, with no delays and no ' +
+            'interference.'),
   };
 }
 
@@ -194,6 +229,8 @@ export function instancesChart(results: readonly RunResult[]): ReportChart {
       id: 'chart-running-instances',
       title: 'Running instances',
       width: WIDTH,
+      // Panels placed in pixels: a narrower page scrolls them rather than cutting the last column off.
+      minWidth: WIDTH,
       height: g.top + rows * (g.panelHeight + g.gapY),
       option: {
         tooltip: { ...TOOLTIP_AXIS, valueFormatter: fmt('integer') },

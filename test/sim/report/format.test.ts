@@ -108,6 +108,33 @@ describe('terminal summary tables', () => {
     // Every table fits a terminal of 120 columns.
     for (const line of text.split('\n')) expect(line.length).toBeLessThanOrEqual(120);
   });
+
+  it('with spot open, is headed by no-packing on demand in the terminal: the same figures, within 120 columns', () => {
+    const spot = (spotShare: number) => ({
+      interruptions: 0,
+      lostWorkHours: 0,
+      spotShare,
+      rebalanceRecommendations: 0,
+    });
+    const [noPacking, eva] = twoRuns();
+    if (noPacking === undefined || eva === undefined) throw new Error('fixture');
+    const names = ['eva-latency-no-migration', 'karpenter-spot', 'skypilot-spot'];
+    const runs = withNormalizedCosts([
+      { ...noPacking, spot: spot(0) },
+      { ...eva, spot: spot(1) },
+      ...names.map((n) => ({ ...fakeRun(n, 2, 3, 1, [2]), spot: spot(1) })),
+    ]);
+    const lines = table(summaryTextTable(runs), 'Cost and completion time');
+    expect(lines[1]).toMatch(/^scheduler\s+jobs\s+total cost \$\s+÷ no-packing \(on demand\)\s+mean JCT h/);
+    expect(lines[3]).toMatch(/^no-packing\s+2\s+9\.00\s+100\.0%\s+2\.500/);
+    expect(lines[4]).toMatch(/^eva\s+3\s+6\.00\s+66\.7%/);
+    for (const line of lines) expect(line.length).toBeLessThanOrEqual(120);
+    // No-packing on spot (not what --spot on does), or spot closed: the plain header.
+    const onSpot = withNormalizedCosts([{ ...noPacking, spot: spot(0.5) }, eva]);
+    expect(table(summaryTextTable(onSpot), 'Cost and completion time')[1]).toMatch(
+      /total cost \$\s+norm\. cost\s/,
+    );
+  });
 });
 
 describe('the full-reconfiguration column', () => {

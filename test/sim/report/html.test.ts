@@ -147,6 +147,89 @@ describe('report.html', () => {
     expect(page).not.toContain('spot pool');
   });
 
+  it('with bounds under a cap: marks the work bound at the end of the cost chart, not the timed bound’s pace', () => {
+    const bounds = {
+      workBound: 4.5,
+      timedBound: 4.75,
+      timedSeries: { timeSeconds: [0, 3600, 7200], cumulativeCost: [0, 3, 4.75] },
+    };
+    const runs = withNormalizedCosts(twoRuns());
+    const costSeries = (page: string) =>
+      chartOption(page, 'chart-cumulative-cost').series as unknown as {
+        name: string;
+        data: [number, number][];
+        endLabel?: { formatter?: string };
+      }[];
+    const caption = (page: string) =>
+      /id="chart-cumulative-cost"[\s\S]*?<figcaption>([\s\S]*?)<\/figcaption>/.exec(page)?.[1] ?? '';
+    for (const capped of [
+      { capDollarsPerHour: 40, capInstances: 'none (uncapped)', quotas: 'none' },
+      { capDollarsPerHour: 'none (uncapped)', capInstances: 3, quotas: 'none' },
+      { capDollarsPerHour: 'none (uncapped)', capInstances: 'none (uncapped)', quotas: 'p:gpus=4' },
+    ]) {
+      const page = reportHtml(runs, capped, bounds);
+      const series = costSeries(page);
+      expect(series.map((s) => s.name)).not.toContain('lower bound (fluid fleet, no delays)');
+      const mark = series.find((s) => s.name === 'work bound (any schedule, total)');
+      // One point: the work bound ($4.50) where the last run ended (3 h), labelled with its value.
+      expect(mark?.data).toEqual([[3, 4.5]]);
+      expect(mark?.endLabel?.formatter).toBe('work bound: $4.50');
+      expect(caption(page)).toContain('Under a cap or quota jobs wait');
+    }
+    // Uncapped, as simulate states it: the timed bound's curve, dashed.
+    const page = reportHtml(
+      runs,
+      { capDollarsPerHour: 'none (uncapped)', capInstances: 'none (uncapped)', quotas: 'none' },
+      bounds,
+    );
+    const line = costSeries(page).find((s) => s.name === 'lower bound (fluid fleet, no delays)');
+    expect(line?.data.at(-1)).toEqual([2, 4.75]);
+    expect(costSeries(page).map((s) => s.name)).not.toContain('work bound (any schedule, total)');
+    expect(caption(page)).toContain('Dashed grey: the timed lower bound');
+  });
+
+  it('with spot open and no-packing on demand: names it so wherever runs are compared with it, figures unchanged', () => {
+    const spot = (spotShare: number) => ({
+      interruptions: 0,
+      lostWorkHours: 0,
+      spotShare,
+      rebalanceRecommendations: 0,
+    });
+    const [noPacking, eva] = twoRuns();
+    if (noPacking === undefined || eva === undefined) throw new Error('fixture');
+    const runs = withNormalizedCosts([
+      { ...noPacking, spot: spot(0) },
+      { ...eva, spot: spot(1) },
+    ]);
+    const bounds = {
+      workBound: 4.5,
+      timedBound: 4.75,
+      atSpotPrices: true,
+      timedSeries: { timeSeconds: [0, 3600, 7200], cumulativeCost: [0, 3, 4.75] },
+    };
+    const page = reportHtml(runs, {}, bounds);
+    const lead = (/<p class="lead" id="lead">([\s\S]*?)<\/p>/.exec(page)?.[1] ?? '').replace(/<[^>]+>/g, '');
+    expect(lead).toContain('eva: $3.00 (33.3%) less than no-packing (on demand) ($6.00 against $9.00)');
+    // The normalised column: headed by its on-demand baseline, its figures as before.
+    expect(page).toMatch(
+      /<th class="num" scope="col" title="[^"]*bought no spot[^"]*">÷ no-packing \(on demand\)<\/th>/,
+    );
+    expect(page.includes('>norm. cost</th>')).toBe(false);
+    expect(page).toContain('<td class="num">66.7%</td>');
+    expect(page).toContain('The “÷ no-packing (on demand)” column');
+    expect(page).toContain('no schedule can cost less than $4.50 (0.500 of no-packing (on demand))');
+    const frontier = chartOption(page, 'chart-frontier') as unknown as { yAxis: { name: string } };
+    expect(frontier.yAxis.name).toBe('cost (No-Packing on demand = 1)');
+    // Without spot, no-packing is plainly itself.
+    const plainLead = (/<p class="lead" id="lead">([\s\S]*?)<\/p>/.exec(html)?.[1] ?? '').replace(
+      /<[^>]+>/g,
+      '',
+    );
+    expect(plainLead).toContain('less than no-packing ($6.00');
+    expect(html.includes('>norm. cost</th>')).toBe(true);
+    expect(withoutScripts(html).includes('on demand')).toBe(false);
+  });
+
   it('with bounds at spot prices: says so and names the command that reproduces them', () => {
     const bounds = {
       workBound: 4.5,
