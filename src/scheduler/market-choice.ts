@@ -1,6 +1,6 @@
 import { instancePricePerHour, setupSeconds, typesByName, type Catalog } from '../core/catalog.js';
 import type { ClusterSnapshot, SchedInstance, SchedJob } from '../core/model.js';
-import { spotOffering } from '../core/spot.js';
+import { offeringsOf, spotOffering, type SpotMarket, type SpotOffering } from '../core/spot.js';
 import { expectedSpotCostPerHour, interruptionExceedsBound, type JobAtRisk } from './spot-cost.js';
 import type { PlannedInstance } from './types.js';
 
@@ -23,6 +23,12 @@ export interface MarketInput {
   readonly avoidZones?: ((jobIds: readonly string[]) => readonly string[]) | undefined;
   /** Spot whenever offered and allowed, without pricing the risk (the spot baselines). */
   readonly riskBlind?: boolean | undefined;
+  /**
+   * How a new spot instance without a zone picks its pool: `price-capacity` (default) the one a spot launch gets
+   * (EC2's price-capacity-optimized allocation); `cheapest` the cheapest of its type's pools, as SkyPilot's optimizer
+   * picks the zone of least cost (digest industry-anchors §3), ties in price-capacity-optimized order.
+   */
+  readonly zoneOrder?: 'price-capacity' | 'cheapest' | undefined;
 }
 
 /** The market of one planned instance and, for a new spot one, its zone. */
@@ -73,12 +79,11 @@ export function marketChoice(
     return job === undefined ? [] : [job];
   });
   if (jobs.some((j) => j.spot === 'never')) return stay(onDemand);
-  const offering = spotOffering(
-    input.catalog.spot,
-    instance.typeName,
-    instance.placement?.zone,
-    input.avoidZones?.(jobIds) ?? [],
-  );
+  const avoid = input.avoidZones?.(jobIds) ?? [];
+  const offering =
+    input.zoneOrder === 'cheapest' && instance.placement?.zone === undefined
+      ? cheapestOffering(input.catalog.spot, instance.typeName, avoid)
+      : spotOffering(input.catalog.spot, instance.typeName, instance.placement?.zone, avoid);
   if (offering === undefined) return stay(onDemand);
   const spot: PlannedInstance = {
     ...instance,
@@ -125,6 +130,24 @@ export function plannedPricePerHour(catalog: Catalog, instance: PlannedInstance)
     instance.typeName,
     instance.market ?? 'on-demand',
     instance.placement?.zone,
+  );
+}
+
+/**
+ * The cheapest spot pool of `typeName` outside `avoidZones` (all of them when every one is avoided, as `spotOffering`
+ * falls back), the first in price-capacity-optimized order among equally cheap ones.
+ */
+function cheapestOffering(
+  market: SpotMarket | undefined,
+  typeName: string,
+  avoidZones: readonly string[],
+): SpotOffering | undefined {
+  if (market === undefined) return undefined;
+  const all = offeringsOf(market, typeName);
+  const allowed = all.filter((o) => !avoidZones.includes(o.zone));
+  return (allowed.length > 0 ? allowed : all).reduce<SpotOffering | undefined>(
+    (best, o) => (best === undefined || o.pricePerHour < best.pricePerHour ? o : best),
+    undefined,
   );
 }
 

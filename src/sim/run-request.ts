@@ -27,7 +27,7 @@ import {
 } from '../world/network-config.js';
 import type { Trace } from '../world/trace.js';
 import type { RunResult } from '../world/run-result.js';
-import type { SpotSimulation } from '../world/spot-world.js';
+import type { NoticeHandling, SpotSimulation } from '../world/spot-world.js';
 import { checkEveryJobAdmissible } from '../world/never-fits.js';
 
 /**
@@ -164,8 +164,21 @@ export function loadRequestCatalog(
   return onDemandOnly;
 }
 
-/** The spot baselines model runtimes that do not act on the interruption notice (their jobs lose work since their last checkpoint). */
-const IGNORES_NOTICES: ReadonlySet<SchedulerName> = new Set(['karpenter-spot', 'skypilot-spot']);
+/**
+ * How the runtime a scheduler stands for meets the interruption notice: Karpenter's interruption controller drains the
+ * node and evicts its pods at once (digest industry-anchors §1.4), SkyPilot finds a preemption only by polling (§3),
+ * and fleetwise's worker and controller checkpoint, drain and plan.
+ */
+export function noticeHandlingOf(scheduler: SchedulerName): NoticeHandling {
+  switch (scheduler) {
+    case 'karpenter-spot':
+      return 'drain-and-evict';
+    case 'skypilot-spot':
+      return 'none';
+    default:
+      return 'checkpoint-and-drain';
+  }
+}
 
 export function loadRequestTrace(request: Pick<RunRequest, 'trace' | 'network'>, catalog: Catalog): Trace {
   const { path, format, jobs, seed, multiTaskShare, arrivalRateScale, arrivalGapSeconds } = request.trace;
@@ -255,7 +268,7 @@ export function spotRunOptions(request: RunRequest): {
       : {
           spot: {
             seed: request.trace.seed ?? 0,
-            checkpointOnNotice: !IGNORES_NOTICES.has(request.scheduler),
+            noticeHandling: noticeHandlingOf(request.scheduler),
             burstsPerPoolPerMonth: request.spot.burstsPerPoolPerMonth,
             rebalanceShare: request.spot.rebalanceShare,
             falseRebalancesPerMonth: request.spot.falseRebalancesPerMonth,

@@ -18,11 +18,12 @@ import { integrateProgress, type SimInstance, type SimJob, type SimTask } from '
  * instance so a run is reproducible whatever else happens; optionally, bursts reclaim every instance of one pool at
  * once (a pool running out of capacity). AWS warns two minutes before (the instance-action notice).
  *
- * On a notice, a runtime that reacts to notices (fleetwise's worker: it checkpoints and uploads its tasks at once)
- * saves each job's progress when the checkpoint fits in the notice; the spot baselines (Karpenter, SkyPilot) do not:
- * their jobs restart from the application's last periodic checkpoint (research digest industry-anchors §1.4, §3).
- * When the instance is reclaimed, every job with a task on it or bound for it goes back to the queue at its last
- * checkpoint (all of its tasks: a gang restarts together), and a round follows at once to place it again.
+ * What a notice does depends on the runtime (`NoticeHandling`): fleetwise's worker checkpoints and uploads its tasks at
+ * once, saving each job's progress when the checkpoint fits in the notice; Karpenter evicts the node's pods at the
+ * notice, and they restart from the application's last periodic checkpoint; SkyPilot hears nothing (research digest
+ * industry-anchors §1.4, §3). When the instance is reclaimed, every job with a task still on it or bound for it goes
+ * back to the queue at its last checkpoint (all of its tasks: a gang restarts together), and a round follows at once
+ * to place it again.
  *
  * Optionally, a share of the reclaims is preceded by a rebalance recommendation (EC2's earlier signal that the
  * instance is at elevated risk; it is not guaranteed, and may come as late as the notice). Its lead before the reclaim
@@ -39,6 +40,17 @@ import { integrateProgress, type SimInstance, type SimJob, type SimTask } from '
  * whose reclaim falls in that hour is left for EC2 to take rather than terminated, since AWS charges nothing for a spot
  * instance it interrupts in its first hour (`FREE_INTERRUPTED_SPOT_SECONDS`) and its owner pays for one it ends.
  */
+
+/**
+ * How a runtime meets EC2's two-minute interruption notice:
+ * - `checkpoint-and-drain` (fleetwise): the worker checkpoints the instance's tasks at once; the controller drains the
+ *   instance, closes its pool and plans at once, moving them off; it also plans at once on a rebalance recommendation;
+ * - `drain-and-evict` (Karpenter's interruption controller, digest §1.4): the node is cordoned and drained, its pods
+ *   evicted at once (each job restarts from its last periodic checkpoint: nothing saves its work at the notice), a
+ *   replacement provisioned in parallel and the offering marked unavailable; rebalance recommendations are ignored;
+ * - `none` (SkyPilot, which finds a preemption by polling, digest §3): nothing happens until the reclaim.
+ */
+export type NoticeHandling = 'checkpoint-and-drain' | 'drain-and-evict' | 'none';
 
 export { SPOT_NOTICE_SECONDS };
 
@@ -60,8 +72,8 @@ export function reclaimedFree(instance: SimInstance, at: number): boolean {
 export interface SpotSimulation {
   /** Seed of the interruption draws. */
   readonly seed: number;
-  /** Whether the runtime checkpoints a notified instance's tasks at once (fleetwise) or not (the baselines). */
-  readonly checkpointOnNotice: boolean;
+  /** What the runtime does on a notice (fleetwise, Karpenter or SkyPilot). */
+  readonly noticeHandling: NoticeHandling;
   /** Bursts per pool per 30 days that reclaim all of the pool's instances together (default 0: none). */
   readonly burstsPerPoolPerMonth?: number | undefined;
   /** Share of reclaims a rebalance recommendation precedes, in [0, 1] (default 0: none). */
@@ -236,25 +248,34 @@ export class SpotWorld {
   }
 
   /**
-   * fleetwise's worker checkpoints and uploads at once: a job whose tasks all checkpoint and upload within the notice
-   * keeps the progress it has now (it runs on meanwhile, and those last seconds are lost). The controller drains the
-   * instance and plans at once: nothing new goes on it, and the next plan moves its tasks off; its pool is closed to
-   * spot launches for a while. A second notice for the instance (its own reclaim and a burst's) changes nothing, as the
-   * controller heeds one notice per instance.
+   * Both runtimes that hear the notice drain the instance and plan at once: nothing new goes on it, moves and starts
+   * headed to it are called off, and its pool is closed to spot launches for a while. fleetwise's worker checkpoints
+   * and uploads at once: a job whose tasks all checkpoint and upload within the notice keeps the progress it has now
+   * (it runs on meanwhile, and those last seconds are lost), and the next plan moves its tasks off. Karpenter evicts
+   * the node's pods now: each job with a task on it goes back to the queue at its last periodic checkpoint, and the
+   * plan asked for places it again (the replacement, in parallel with the drain). A second notice for the instance
+   * (its own reclaim and a burst's) changes nothing, as the controller heeds one notice per instance.
    */
   private onNotice(instance: SimInstance, reclaimAt: number): void {
-    if (!this.options.checkpointOnNotice || !SpotWorld.live(instance)) return;
+    const handling = this.options.noticeHandling;
+    if (handling === 'none' || !SpotWorld.live(instance)) return;
     if (this.noticedInstances.has(instance)) return;
     this.noticedInstances.set(instance, reclaimAt);
     const zone = instance.placement?.zone;
     if (instance.market === 'spot' && zone !== undefined)
       this.closedPools.set(poolKey(instance.type.name, zone), this.engine.now + UNAVAILABLE_OFFERING_SECONDS);
-    this.engine.stopMovesOff(instance);
+    // A move waiting to leave the instance checkpoints now; an evicted job has no checkpoint to take.
+    if (handling === 'checkpoint-and-drain') this.engine.stopMovesOff(instance);
     // Moves and starts headed to it are called off (a drained instance strands no job), before it drains.
     for (const job of jobsOn(instance))
       if (!this.engine.callOffMove(job, instance)) this.engine.callOffStart(job, instance);
     this.engine.drain(instance);
     this.engine.requestRound();
+    if (handling === 'drain-and-evict') {
+      for (const job of jobsOn(instance))
+        if (job.tasks.some((t) => t.occupying === instance)) this.restartFromCheckpoint(job, zone);
+      return;
+    }
     for (const job of jobsOn(instance)) {
       if (!job.active) continue;
       const saveSeconds = Math.max(
@@ -271,7 +292,7 @@ export class SpotWorld {
     if (!SpotWorld.live(instance) || instance.rebalanceRecommended === true) return;
     instance.rebalanceRecommended = true;
     this.rebalanceRecommendations += 1;
-    if (this.options.checkpointOnNotice) this.engine.requestRound();
+    if (this.options.noticeHandling === 'checkpoint-and-drain') this.engine.requestRound();
   }
 
   private onReclaim(instance: SimInstance): void {

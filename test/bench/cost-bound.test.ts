@@ -9,6 +9,7 @@ import type { Catalog } from '../../src/core/catalog.js';
 import type { Resources } from '../../src/core/resources.js';
 import { loadIlpSolver } from '../../src/scheduler/ilp.js';
 import { runSimulation } from '../../src/sim/run-simulation.js';
+import { noticeHandlingOf } from '../../src/sim/run-request.js';
 import type { GroundTruth } from '../../src/world/ground-truth.js';
 import { createScheduler } from '../../src/scheduler/registry.js';
 import type { TraceJob } from '../../src/world/trace.js';
@@ -218,7 +219,7 @@ describe('no schedule beats the work bound at spot prices', () => {
             scheduler: createScheduler(name, { catalog, interferenceProfile: truth, spot: true }),
             catalog,
             groundTruth: truth,
-            spot: { seed, checkpointOnNotice: name === 'eva', burstsPerPoolPerMonth: 300 },
+            spot: { seed, noticeHandling: noticeHandlingOf(name), burstsPerPoolPerMonth: 300 },
           });
           expect(result.summary.totalCost, name).toBeGreaterThanOrEqual(bounds.workBound - 1e-6);
         }

@@ -149,7 +149,7 @@ describe('make before break (engine)', () => {
       groundTruth: constantPairwise(1),
       onEvent: log.record,
       makeBeforeBreak: true,
-      spot: { seed: 3, checkpointOnNotice: true, burstsPerPoolPerMonth: 432_000 },
+      spot: { seed: 3, noticeHandling: 'checkpoint-and-drain', burstsPerPoolPerMonth: 432_000 },
     });
     // i-2 (spot, launched at 300) got its notice before it was ready at 530, and J had not stopped for it: the move
     // was called off and J checkpointed at the notice. The drained instance, in its first hour, was left for EC2 to
@@ -216,7 +216,7 @@ describe('make before break (engine)', () => {
       catalog,
       groundTruth: constantPairwise(1),
       onEvent: log.record,
-      spot: { seed: 5, checkpointOnNotice: true, burstsPerPoolPerMonth: 6000 },
+      spot: { seed: 5, noticeHandling: 'checkpoint-and-drain', burstsPerPoolPerMonth: 6000 },
     });
     expect(log.time('checkpoint-issued')).toBe(300);
     expect(log.time('uploaded')).toBe(501);
@@ -251,7 +251,7 @@ describe('make before break (engine)', () => {
       groundTruth: constantPairwise(1),
       onEvent: log.record,
       makeBeforeBreak: true,
-      spot: { seed: 5, checkpointOnNotice: true, burstsPerPoolPerMonth: 4320 },
+      spot: { seed: 5, noticeHandling: 'checkpoint-and-drain', burstsPerPoolPerMonth: 4320 },
     });
     const notice = log.time('checkpoint-issued');
     expect(notice).toBeGreaterThan(300);

@@ -9,7 +9,7 @@ import { COST_PARTS, CostLedger } from '../../src/world/cost-ledger.js';
 import type { SimInstance } from '../../src/world/entities.js';
 import { FleetMeter } from '../../src/world/fleet-meter.js';
 import { FREE_INTERRUPTED_SPOT_SECONDS } from '../../src/core/spot.js';
-import { SpotWorld } from '../../src/world/spot-world.js';
+import { SpotWorld, type NoticeHandling } from '../../src/world/spot-world.js';
 import { spotEngineOver } from './spot-world-fixtures.js';
 import { WorldState } from '../../src/world/world-state.js';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
@@ -136,14 +136,14 @@ describe('the first hour of a spot instance EC2 reclaims is free', () => {
 
   describe('the engine', () => {
     /** An engine world whose spot world records the reclaims it bills (the simulation's wiring). */
-    function world(checkpointOnNotice = true) {
+    function world(noticeHandling: NoticeHandling = 'checkpoint-and-drain') {
       const cat = catalog();
       const state = new WorldState([], new EventLog().record);
       const commands = new CommandIssuer(state, cat, new Admission(cat, { caps: {} }), false);
       const reclaims: [string, boolean][] = [];
       const spot = new SpotWorld(
         cat,
-        { seed: 1, checkpointOnNotice },
+        { seed: 1, noticeHandling },
         spotEngineOver(state, commands, (inst, billedNothing) => reclaims.push([inst.id, billedNothing])),
       );
       state.spot = spot;
@@ -193,7 +193,7 @@ describe('the first hour of a spot instance EC2 reclaims is free', () => {
     });
 
     it('bills a reclaim after the first hour from the launch, as a baseline that hears no notice takes it', () => {
-      const { reclaims, launch, event, at } = world(false);
+      const { reclaims, launch, event, at } = world('none');
       const early = launch();
       const late = launch();
       at(FREE_INTERRUPTED_SPOT_SECONDS - 1);
@@ -247,7 +247,7 @@ describe('a run whose spot instance EC2 reclaims in its first hour (engine and c
       groundTruth: constantPairwise(1),
       onEvent: log.record,
       makeBeforeBreak: true,
-      spot: { seed: 5, checkpointOnNotice: true, burstsPerPoolPerMonth: 4320 },
+      spot: { seed: 5, noticeHandling: 'checkpoint-and-drain', burstsPerPoolPerMonth: 4320 },
     });
     expect(result.spot).toMatchObject({ interruptions: 1, lostWorkHours: 0 });
     const on = (kind: 'instantiated' | 'terminated', id: string) => log.time(kind, { instanceId: id });
@@ -262,7 +262,7 @@ describe('a run whose spot instance EC2 reclaims in its first hour (engine and c
     const catalog = loadCatalogFile();
     const groundTruth = groundTruthFor({});
     const t = withControllerJobIds(loadRequestTrace({ trace: { format: 'eva', jobs: 20 } }, catalog));
-    const spot = { seed: 0, checkpointOnNotice: false, burstsPerPoolPerMonth: 60 };
+    const spot = { seed: 0, noticeHandling: 'none', burstsPerPoolPerMonth: 60 } as const;
     const scheduler = () =>
       createScheduler('skypilot-spot', { catalog, interferenceProfile: groundTruth, spot: true });
     const engine = runSimulation({ trace: t, scheduler: scheduler(), catalog, groundTruth, spot });

@@ -7,7 +7,7 @@ import { CommandIssuer } from '../../src/world/commands.js';
 import type { SimInstance } from '../../src/world/entities.js';
 import { networkConfigSchema, resolveNetworkConfig } from '../../src/world/network-config.js';
 import { NetworkWorld } from '../../src/world/network-world.js';
-import { SpotWorld } from '../../src/world/spot-world.js';
+import { SpotWorld, type NoticeHandling } from '../../src/world/spot-world.js';
 import { spotEngineOver } from './spot-world-fixtures.js';
 import { WorldState } from '../../src/world/world-state.js';
 import { EventLog, testCatalog, testSpotMarket } from './sim-fixtures.js';
@@ -35,7 +35,7 @@ function catalog() {
 const ZONES = ['us-east-1a', 'us-east-1b', 'us-east-1c'];
 
 /** An engine world (its state, command issuer and spot world wired as the simulation wires them). */
-function world(options: { checkpointOnNotice?: boolean; network?: boolean } = {}) {
+function world(options: { noticeHandling?: NoticeHandling; network?: boolean } = {}) {
   const cat = catalog();
   const network =
     options.network === true
@@ -49,7 +49,7 @@ function world(options: { checkpointOnNotice?: boolean; network?: boolean } = {}
   const commands = new CommandIssuer(state, cat, new Admission(cat, { caps: {} }), false);
   state.spot = new SpotWorld(
     cat,
-    { seed: 1, checkpointOnNotice: options.checkpointOnNotice ?? true },
+    { seed: 1, noticeHandling: options.noticeHandling ?? 'checkpoint-and-drain' },
     spotEngineOver(state, commands),
   );
   const spot = state.spot;
@@ -146,11 +146,15 @@ describe('a spot notice closes its pool to launches (engine)', () => {
     });
   });
 
-  it('is closed by a notice the runtime hears only: the spot baselines, which ignore notices, buy there again', () => {
-    const { launch, notice, spot } = world({ checkpointOnNotice: false });
-    notice(launch({ zone: 'us-east-1b' }).inst);
-    expect(spot.poolOpen('small.x', 'us-east-1b')).toBe(true);
-    expect(launch({ zone: 'us-east-1b' })).toMatchObject({ zone: 'us-east-1b', market: 'spot' });
+  it('is closed by a notice the runtime hears only: Karpenter closes it, SkyPilot, which hears none, buys there again', () => {
+    const karpenter = world({ noticeHandling: 'drain-and-evict' });
+    karpenter.notice(karpenter.launch({ zone: 'us-east-1b' }).inst);
+    expect(karpenter.spot.poolOpen('small.x', 'us-east-1b')).toBe(false);
+    expect(karpenter.launch({ zone: 'us-east-1b' })).toMatchObject({ zone: 'us-east-1a', market: 'spot' });
+    const skypilot = world({ noticeHandling: 'none' });
+    skypilot.notice(skypilot.launch({ zone: 'us-east-1b' }).inst);
+    expect(skypilot.spot.poolOpen('small.x', 'us-east-1b')).toBe(true);
+    expect(skypilot.launch({ zone: 'us-east-1b' })).toMatchObject({ zone: 'us-east-1b', market: 'spot' });
   });
 
   it('is closed by a notice, not by a rebalance recommendation (as the controller marks it)', () => {

@@ -2,7 +2,12 @@ import { describe, expect, it } from 'vitest';
 import type { Catalog } from '../../src/core/catalog.js';
 import type { SimInstance } from '../../src/world/entities.js';
 import { interruptionRatePerHour } from '../../src/core/spot.js';
-import { SPOT_NOTICE_SECONDS, SpotWorld, type SpotEvent } from '../../src/world/spot-world.js';
+import {
+  SPOT_NOTICE_SECONDS,
+  SpotWorld,
+  type NoticeHandling,
+  type SpotEvent,
+} from '../../src/world/spot-world.js';
 import { testCatalog, testSpotMarket } from '../sim/sim-fixtures.js';
 
 /** small.x on spot in one >20% pool: its instances are reclaimed, on average, about every four months. */
@@ -36,7 +41,7 @@ function spotInstance(id: string, c: Catalog): SimInstance {
 function world(options: {
   rebalanceShare?: number;
   falseRebalancesPerMonth?: number;
-  checkpointOnNotice?: boolean;
+  noticeHandling?: NoticeHandling;
   burstsPerPoolPerMonth?: number;
   live?: SimInstance[];
 }) {
@@ -48,7 +53,7 @@ function world(options: {
     c,
     {
       seed: 5,
-      checkpointOnNotice: options.checkpointOnNotice ?? true,
+      noticeHandling: options.noticeHandling ?? 'checkpoint-and-drain',
       rebalanceShare: options.rebalanceShare,
       falseRebalancesPerMonth: options.falseRebalancesPerMonth,
       burstsPerPoolPerMonth: options.burstsPerPoolPerMonth,
@@ -144,9 +149,10 @@ describe('simulated spot market: rebalance recommendations', () => {
     expect(leads.reduce((a, b) => a + b, 0) / leads.length).toBeGreaterThan(7 * 86_400);
   });
 
-  it('marks the instance for the plans; fleetwise plans at once, a baseline that ignores notices does not', () => {
-    for (const reacts of [true, false]) {
-      const w = world({ rebalanceShare: 1, checkpointOnNotice: reacts });
+  it('marks the instance for the plans; fleetwise plans at once, the spot baselines (Karpenter, SkyPilot) do not', () => {
+    for (const noticeHandling of ['checkpoint-and-drain', 'drain-and-evict', 'none'] as const) {
+      const reacts = noticeHandling === 'checkpoint-and-drain';
+      const w = world({ rebalanceShare: 1, noticeHandling });
       const inst = w.instance('i1');
       w.at(100);
       w.spot.handle({ kind: 'spot-rebalance', timeSeconds: 100, instance: inst });

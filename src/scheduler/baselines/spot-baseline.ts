@@ -8,13 +8,14 @@ import { NoPackingScheduler } from './no-packing.js';
 
 /**
  * The spot baselines (research digest industry-anchors §1.4, §3): a baseline planning at spot prices whose every new
- * instance is bought on spot, in the price-capacity-optimized pool, without pricing the interruption risk. What an
- * interruption does to their jobs is the simulator's: evicted, they restart from their last periodic checkpoint.
+ * instance is bought on spot without pricing the interruption risk. What an interruption does to their jobs is the
+ * simulator's (run-request.ts `noticeHandlingOf`): evicted, they restart from their last periodic checkpoint.
  * - `karpenter-spot`: Karpenter's provisioning and consolidation with `capacity-type: spot` (EC2 Fleet
  *   price-capacity-optimized over the fitting types), with its default feature gates: spot nodes are consolidated by
  *   deletion only (no spot-to-spot replacement);
- * - `skypilot-spot`: SkyPilot managed jobs, one instance per task of a job (No-Packing), spot first, and on a
- *   preemption the job relaunches away from the zone it lost (EAGER_NEXT_REGION, with zones for regions).
+ * - `skypilot-spot`: SkyPilot managed jobs, one instance per task of a job (No-Packing), spot first, in the type's
+ *   cheapest zone (its optimizer minimizes nodes × $/h × runtime), and on a preemption the job relaunches in the
+ *   cheapest zone but the one it lost (EAGER_NEXT_REGION, with zones for regions).
  */
 export class SpotBaseline implements Scheduler {
   readonly name: string;
@@ -53,6 +54,7 @@ export class SpotBaseline implements Scheduler {
         }, 0),
       ...(this.kind === 'skypilot-spot'
         ? {
+            zoneOrder: 'cheapest' as const,
             // EAGER_NEXT_REGION: the zone of the job's last preemption is blocked for its relaunch.
             avoidZones: (ids: readonly string[]) =>
               ids.flatMap((id) => jobs.get(id)?.interruptedZones?.slice(-1) ?? []),

@@ -163,6 +163,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
       timeline,
       cloud,
       evacuate: (cloudId) => workers.evacuate(cloudId),
+      evict: (cloudId, zone) => workers.evict(cloudId, zone),
       reclaimed: (cloudId, zone) => {
         workers.reclaimed(cloudId, zone);
         reported = true;

@@ -17,11 +17,14 @@ import type { Timeline } from './timeline.js';
  * spot world does (world/spot-world.ts: a life drawn per instance at its pool's rate, optional pool-wide bursts,
  * rebalance recommendations and false alarms, a notice two minutes before the reclaim), through the same draws.
  *
- * A runtime that acts on them (fleetwise) hears each as the interruption queue delivers it (`tell`): on a notice the
- * host's worker checkpoints and stops its tasks (`evacuate`) and the controller drains the instance and plans them
- * elsewhere; on a recommendation the controller plans at once and Eva moves off what its risk pays to move, as in
- * production. The spot baselines hear nothing. A reclaim takes the instance at once (`reclaimed`: what still ran
- * there goes back to its job's last checkpoint), whoever was told.
+ * The runtime hears them as its `noticeHandling` says (world/spot-world.ts `NoticeHandling`), each as the interruption
+ * queue delivers it (`tell`). fleetwise: on a notice the host's worker checkpoints and stops its tasks (`evacuate`) and
+ * the controller drains the instance and plans them elsewhere; on a recommendation the controller plans at once and
+ * Eva moves off what its risk pays to move, as in production. Karpenter: on a notice the drain evicts the host's tasks
+ * with no checkpoint (`evict`: each job goes back to its last periodic checkpoint) and the controller is told, so it
+ * drains the instance, closes its pool and plans the replacement at once; recommendations are not acted on. SkyPilot
+ * hears nothing. A reclaim takes the instance at once (`reclaimed`: what still ran there goes back to its job's last
+ * checkpoint), whoever was told.
  */
 
 export type SpotReport =
@@ -36,6 +39,8 @@ export interface SimulatedSpotMarketDeps {
   readonly cloud: SimulatedCloud;
   /** The host's worker read the notice: it checkpoints and stops every task there. */
   readonly evacuate: (cloudId: string) => void;
+  /** The host is drained under a notice with no checkpoint: its tasks' jobs go back to their last checkpoints. */
+  readonly evict: (cloudId: string, zone: string) => void;
   /** The host is gone: its tasks' jobs go back to their last checkpoints. */
   readonly reclaimed: (cloudId: string, zone: string) => void;
   /** The controller hears it, as the interruption queue delivers it. */
@@ -105,14 +110,16 @@ export class SimulatedSpotMarket {
     if (!reclaimable(inst) || this.recommended.has(inst)) return;
     this.recommended.add(inst);
     this.rebalanceRecommendations += 1;
-    if (this.deps.options.checkpointOnNotice)
+    if (this.deps.options.noticeHandling === 'checkpoint-and-drain')
       this.deps.tell(inst.instanceId, { kind: 'rebalance-recommendation' });
   }
 
   private notice(inst: SimulatedInstance, at: number): void {
-    if (!this.deps.options.checkpointOnNotice || !reclaimable(inst) || this.noticed.has(inst)) return;
+    const handling = this.deps.options.noticeHandling;
+    if (handling === 'none' || !reclaimable(inst) || this.noticed.has(inst)) return;
     this.noticed.add(inst);
-    this.deps.evacuate(inst.instanceId);
+    if (handling === 'checkpoint-and-drain') this.deps.evacuate(inst.instanceId);
+    else this.deps.evict(inst.instanceId, inst.availabilityZone);
     this.deps.tell(inst.instanceId, { kind: 'spot-interruption', time: new Date(at * 1000).toISOString() });
   }
 

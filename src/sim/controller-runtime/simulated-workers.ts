@@ -33,9 +33,10 @@ import type { Timeline } from './timeline.js';
  *   record, as a worker's heartbeat reports it (controller/co-start-records.ts); it runs when the reconciler's barrier
  *   has released it (its record turns `running`), or is dropped when the controller planned the job again. The
  *   workers hear the controller after each of its passes (`heartbeat`);
- * - spot (`evacuate`, `reclaimed`): on EC2's interruption notice a worker checkpoints and stops every task of its host
- *   at once (worker/agent.ts), as a checkpoint-stop does; when EC2 reclaims the host, what still ran there is lost back
- *   to its job's last checkpoint (world/spot-world.ts `rollBackToCheckpoint`, the engine's rule) and its siblings
+ * - spot (`evacuate`, `evict`, `reclaimed`): on EC2's interruption notice fleetwise's worker checkpoints and stops
+ *   every task of its host at once (worker/agent.ts), as a checkpoint-stop does, while Karpenter's drain evicts them
+ *   with no checkpoint; when EC2 reclaims the host, what still ran there is lost. An evicted or reclaimed task's job
+ *   goes back to its last checkpoint (world/spot-world.ts `rollBackToCheckpoint`, the engine's rule) and its siblings
  *   elsewhere wait for it, the job inactive, until the controller starts it again.
  * Jobs are the engine's SimJob objects, so JCT, start and migrations are measured on the simulated world, not on
  * the controller's later observation of it.
@@ -275,10 +276,28 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
   }
 
   /**
+   * Karpenter's drain evicted the pods of the host under a notice: its tasks stop now with no checkpoint, as if EC2 had
+   * taken the host (`reclaimed`), so each job restarts from its last periodic checkpoint; the host stays until EC2
+   * takes it or the controller ends it, empty.
+   */
+  evict(cloudId: string, zone: string): void {
+    this.loseTasksOn(cloudId, zone);
+    this.o.onReport?.();
+  }
+
+  /**
    * EC2 reclaimed the host: each job with a task still there goes back to its last checkpoint, those tasks are gone
    * with the host, and the job waits for the controller to start them again (its tasks elsewhere keep their room).
    */
   reclaimed(cloudId: string, zone: string): void {
+    if (!this.hosts.has(cloudId)) return;
+    this.loseTasksOn(cloudId, zone);
+    this.hosts.delete(cloudId);
+    this.o.onReport?.();
+  }
+
+  /** The tasks on the host stop with no checkpoint: each of their jobs goes back to its last checkpoint. */
+  private loseTasksOn(cloudId: string, zone: string): void {
     const host = this.hosts.get(cloudId);
     if (host === undefined) return;
     const jobs = new Set([...host.occupants].map((t) => t.job));
@@ -302,8 +321,6 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
       queueIfAllStopped(job);
       this.dirtyJobs.add(job);
     }
-    this.hosts.delete(cloudId);
-    this.o.onReport?.();
   }
 
   status(task: TaskRecord): Promise<TaskStatus> {

@@ -5,6 +5,7 @@ import {
   executeRun,
   groundTruthFor,
   loadRequestTrace,
+  noticeHandlingOf,
   type RunRequest,
 } from '../../../src/sim/run-request.js';
 import { executeControllerRun } from '../../../src/sim/controller-runtime/execute.js';
@@ -17,7 +18,8 @@ import { trace, traceJob } from '../sim-fixtures.js';
 /**
  * Spot in the controller runtime: the real controller buys spot where the plan says, hears EC2's interruption notice
  * as the interruption queue delivers it, drains the instance and plans its tasks elsewhere while the host's worker
- * checkpoints them; the spot baselines hear nothing and lose the work since their last periodic checkpoint. Measured on
+ * checkpoints them; karpenter-spot drains it too but evicts its tasks with no checkpoint, and skypilot-spot hears nothing:
+ * their jobs lose the work since their last periodic checkpoint. Measured on
  * cuts of pai_200 against the engine, whose spot world draws the reclaims the same way (per launch: the nth instance
  * launched lives as long in both), with the jobs named as the controller names them, so that the two plan alike.
  */
@@ -35,7 +37,7 @@ async function both(
   const trace = withControllerJobIds(loadRequestTrace({ trace: { format: 'eva', jobs } }, catalog));
   const spot: SpotSimulation = {
     seed: 0,
-    checkpointOnNotice: name === 'eva',
+    noticeHandling: noticeHandlingOf(name),
     burstsPerPoolPerMonth,
     rebalanceShare,
     falseRebalancesPerMonth,
@@ -135,7 +137,7 @@ describe('controller runtime with the spot market open', () => {
     ] as const) {
       const scheduler = () =>
         createScheduler('eva', { catalog, interferenceProfile: groundTruth, spot: true });
-      const spot: SpotSimulation = { seed: 0, checkpointOnNotice: true };
+      const spot: SpotSimulation = { seed: 0, noticeHandling: 'checkpoint-and-drain' };
       const t = jobs(every);
       const engine = runSimulation({ trace: t, scheduler: scheduler(), catalog, groundTruth, spot });
       const controller = await runControllerSimulation({
@@ -158,7 +160,7 @@ describe('controller runtime with the spot market open', () => {
       scheduler: createScheduler('skypilot-spot', { catalog, interferenceProfile: groundTruth, spot: true }),
       catalog,
       groundTruth,
-      spot: { seed: 0, checkpointOnNotice: false, burstsPerPoolPerMonth: 60 },
+      spot: { seed: 0, noticeHandling: 'none', burstsPerPoolPerMonth: 60 },
       inspectStore: (store) => {
         for (const lost of store.listEvents({ kind: 'job.capacity-lost' })) {
           const next = store
@@ -193,6 +195,28 @@ describe('controller runtime with the spot market open', () => {
     // The same reclaims (bursts by pool, lives by launch) of the same instances: the same bill, to the cent.
     expect(controller.spot?.interruptions).toBe(engine.spot?.interruptions);
     expect(controller.summary.totalCost).toBeCloseTo(engine.summary.totalCost, 2);
+  });
+
+  it('karpenter-spot evicts at each notice, drains and closes the pool, and plans the replacement at once, as the engine does', async () => {
+    const { engine, controller, events, noticeToRound } = await both('karpenter-spot', 20, 60, 1);
+    // The controller heard every notice and planned at once; recommendations it does not hear (Karpenter ignores them).
+    expect(events.interruptions).toBeGreaterThan(0);
+    expect(events.recommendations).toBe(0);
+    expect(controller.spot?.rebalanceRecommendations).toBeGreaterThan(0);
+    expect(noticeToRound).toHaveLength(events.interruptions);
+    expect(Math.max(...noticeToRound)).toBeLessThanOrEqual(1);
+    // Evicted with no checkpoint, its jobs lose the work since their last periodic checkpoint; EC2 takes back only the
+    // drained instances in their first hour, so fewer than it warned of.
+    const spot = controller.spot;
+    expect(spot?.lostWorkHours).toBeGreaterThan(0);
+    expect(spot?.interruptions).toBeLessThan(events.interruptions);
+    // The engine evicts, drains and closes alike: the same reclaims and losses, every job at the same seconds.
+    expect(engine.spot).toEqual(spot);
+    expect(controller.summary.migrationsPerJob).toBe(engine.summary.migrationsPerJob);
+    expect(controller.jobs.map((j) => [j.id, j.startSeconds, j.endSeconds])).toEqual(
+      engine.jobs.map((j) => [j.id, j.startSeconds, j.endSeconds]),
+    );
+    expect(controller.summary.totalCost).toBeCloseTo(engine.summary.totalCost, 6);
   });
 
   it('with recommendations on, one precedes every reclaim in both runtimes, and eva still loses no work', async () => {
