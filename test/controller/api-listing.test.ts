@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { FleetwiseClient } from '../../src/cli/client.js';
 import { toHttpError } from '../../src/controller/api/errors.js';
+import { StateStoreFaultError } from '../../src/controller/state-store.js';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
 import { clusterForScope } from '../../src/controller/api/views.js';
 import { instanceMarket } from '../../src/controller/instance-market.js';
@@ -189,5 +190,17 @@ describe('log parts', () => {
     );
     expect(http.statusCode).toBe(400);
     expect(http.message).toMatch(/invalid object key .*backslashes are not allowed/);
+  });
+
+  it("a damaged state database is the server's fault: 500, logged, its path and remedies kept from the client", () => {
+    const http = toHttpError(
+      new StateStoreFaultError(
+        '/srv/fleetwise/state.db: database disk image is malformed: the state database is damaged. Move it aside',
+      ),
+      () => 0,
+      {} as Parameters<typeof toHttpError>[2],
+    );
+    expect(http.statusCode).toBe(500);
+    expect(http.message).toBe('internal error');
   });
 });

@@ -18,7 +18,7 @@ import { MIGRATION_LOCK } from '../../src/controller/state/postgres/migrate.js';
 import { LATEST_POSTGRES_SCHEMA_VERSION, POSTGRES_ONLY } from '../../src/controller/state/postgres/schema.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import type { Param } from '../../src/controller/state/sql/connection.js';
-import { SchemaVersionError, StateStoreError } from '../../src/controller/state-store.js';
+import { SchemaVersionError, StateStoreFaultError } from '../../src/controller/state-store.js';
 import { freePort } from '../helpers/test-ports.js';
 import { describeWithPostgres, findPostgresBin } from '../helpers/postgres.js';
 
@@ -192,7 +192,7 @@ describeWithPostgres('PostgresStateStore on a real server', (pg) => {
       // The type rules these out; a caller's value at run time need not follow it.
       const insert = (body: unknown, n: unknown): number =>
         connection.run('INSERT INTO notes (body, n) VALUES (?, ?)', body as Param, n as Param);
-      expect(() => insert(undefined, 1)).toThrow(StateStoreError);
+      expect(() => insert(undefined, 1)).toThrow(StateStoreFaultError);
       expect(() => insert(undefined, 1)).toThrow(
         /cannot store undefined \(parameter 1 of `INSERT INTO notes \(body, n\) VALUES \(\$1, \$2\)`\)/,
       );

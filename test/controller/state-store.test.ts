@@ -31,6 +31,7 @@ import {
   IllegalTransitionError,
   SchemaVersionError,
   StateStoreError,
+  StateStoreFaultError,
   UnknownRecordError,
   type JobRecord,
   type JobState,
@@ -878,7 +879,7 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
     it('refuses a value JSON has no text for, naming the key, and keeps what the key held', () => {
       store.setValue('held', 1);
       for (const bad of [undefined, () => 1, Symbol('s')]) {
-        expect(() => store.setValue('held', bad as unknown as JsonValue)).toThrow(StateStoreError);
+        expect(() => store.setValue('held', bad as unknown as JsonValue)).toThrow(StateStoreFaultError);
         expect(() => store.setValue('held', bad as unknown as JsonValue)).toThrow(
           /value of key held cannot be stored as JSON/,
         );
@@ -1522,7 +1523,7 @@ describe('SqliteStateStore on disk', () => {
           store.close();
         }
       } catch (e) {
-        expect(e).toBeInstanceOf(StateStoreError);
+        expect(e).toBeInstanceOf(StateStoreFaultError);
         return (e as Error).message;
       }
       throw new Error(`expected ${path} to be refused`);

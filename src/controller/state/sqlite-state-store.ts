@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { chmodSync, closeSync, existsSync, openSync } from 'node:fs';
-import { StateStoreError, wallClockSeconds, type StateStoreOptions } from '../state-store.js';
+import { StateStoreFaultError, wallClockSeconds, type StateStoreOptions } from '../state-store.js';
 import type { Param, Row } from './sql/connection.js';
 import { SqlStateStore } from './sql-state-store.js';
 import { SqliteConnection } from './sqlite/connection.js';
@@ -30,8 +30,8 @@ function isDamaged(e: unknown): boolean {
  */
 function stateFileError(path: string, e: unknown): unknown {
   if (!(e instanceof Database.SqliteError)) return e;
-  if (!DAMAGED.test(e.code)) return new StateStoreError(`${path}: ${e.message}`, { cause: e });
-  return new StateStoreError(
+  if (!DAMAGED.test(e.code)) return new StateStoreFaultError(`${path}: ${e.message}`, { cause: e });
+  return new StateStoreFaultError(
     `${path}: ${e.message}: the state database is damaged. Move it aside (with its -wal and -shm files), then ` +
       'restore the state from a backup (fleetwise controller … --restore-from <backups>), or start a new cluster ' +
       'with --init',

@@ -1,4 +1,4 @@
-import { StateStoreError } from '../../state-store.js';
+import { StateStoreFaultError } from '../../state-store.js';
 
 export type Row = Record<string, unknown>;
 export type Param = string | number | null;
@@ -68,7 +68,7 @@ export function checkParams(sql: string, params: readonly Param[]): void {
   for (const [i, p] of params.entries()) {
     const value: unknown = p;
     if (value === undefined || (typeof value === 'number' && !Number.isFinite(value)))
-      throw new StateStoreError(
+      throw new StateStoreFaultError(
         `cannot store ${String(value)} (parameter ${i + 1} of \`${statementHead(sql)}\`): the state keeps finite numbers, text and null`,
       );
   }

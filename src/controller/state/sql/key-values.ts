@@ -1,4 +1,4 @@
-import { StateStoreError, type JsonValue } from '../../state-store.js';
+import { StateStoreFaultError, type JsonValue } from '../../state-store.js';
 import type { SqlConnection } from './connection.js';
 
 /**
@@ -11,10 +11,10 @@ export function valueJson(key: string, value: JsonValue): string {
   try {
     json = JSON.stringify(value);
   } catch (e) {
-    throw new StateStoreError(`value of key ${key} cannot be stored as JSON: ${(e as Error).message}`);
+    throw new StateStoreFaultError(`value of key ${key} cannot be stored as JSON: ${(e as Error).message}`);
   }
   if (json === undefined)
-    throw new StateStoreError(
+    throw new StateStoreFaultError(
       `value of key ${key} cannot be stored as JSON: ${typeof value} has no JSON form (deleteValue removes a key)`,
     );
   return json;
