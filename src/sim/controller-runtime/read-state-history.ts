@@ -1,5 +1,14 @@
 import Database from 'better-sqlite3';
-import { closeSync, copyFileSync, existsSync, mkdtempSync, openSync, rmSync, statSync } from 'node:fs';
+import {
+  closeSync,
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { ValidationError } from '../../core/validation.js';
@@ -160,9 +169,10 @@ function readCopy(dbPath: string, cause: SqliteError, options: ReadStateHistoryO
       `cannot read the state database: ${cause.message}: SQLite must write ${basename(dbPath)}-shm beside it, ` +
         `which this user cannot, and ${why}; copy the state directory somewhere writable and export from the copy`,
     ]);
+  removeAbandonedCopies();
   let dir: string;
   try {
-    dir = mkdtempSync(join(tmpdir(), 'fleetwise-export-'));
+    dir = mkdtempSync(join(tmpdir(), `${COPY_PREFIX}${process.pid}-`));
   } catch (e) {
     throw cannot(`no temporary directory to copy it to could be made (${(e as Error).message})`);
   }
@@ -182,6 +192,45 @@ function readCopy(dbPath: string, cause: SqliteError, options: ReadStateHistoryO
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** A copy's directory: the prefix, the reading process's pid, a dash, mkdtemp's suffix. */
+const COPY_PREFIX = 'fleetwise-export-';
+const COPY_DIR = /^fleetwise-export-(\d+)-/;
+
+/**
+ * Remove the copies earlier reads of this user left: a signal or a kill ends an export without its `finally`, and its
+ * copy (the whole state: job environments, token hashes) would stay in the temporary directory for good. A copy is
+ * abandoned when the process named in its directory's name is gone.
+ */
+function removeAbandonedCopies(): void {
+  const root = tmpdir();
+  let names: string[];
+  try {
+    names = readdirSync(root);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const pid = Number(COPY_DIR.exec(name)?.[1] ?? Number.NaN);
+    if (!Number.isInteger(pid) || pid === process.pid || processAlive(pid)) continue;
+    const path = join(root, name);
+    try {
+      if (statSync(path).uid === process.geteuid?.()) rmSync(path, { recursive: true, force: true });
+    } catch {
+      // Gone meanwhile, or not this user's to remove: another export's sweep, or its owner's, deals with it.
+    }
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    // EPERM: it runs, as another user.
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

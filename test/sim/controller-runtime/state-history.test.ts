@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   chmodSync,
@@ -163,6 +164,7 @@ describe("a controller's job history as a trace", () => {
   it('reads a state in a directory this user cannot write to (SQLite cannot make state.db-shm there) from a copy', async () => {
     // Root reads and writes through any mode: only another user (nobody) meets a read-only state directory.
     const place = mkdtempSync(join(tmpdir(), 'fleetwise-read-only-state-'));
+    const planted: string[] = [];
     try {
       chmodSync(place, 0o755);
       const c = clock();
@@ -193,7 +195,22 @@ describe("a controller's job history as a trace", () => {
         readdirSync(tmpdir()).filter(
           (f) => f.startsWith('fleetwise-export-') && statSync(join(tmpdir(), f)).uid === NOBODY,
         );
-      const leftBefore = copiesLeft();
+      // Copies a killed export left (a signal skips its cleanup): nobody's own with its process gone is removed; one
+      // whose process runs, and another user's, stay.
+      const deadPid = spawnSync('true').pid as number;
+      const abandoned = join(tmpdir(), `fleetwise-export-${deadPid}-abandoned`);
+      const inUse = join(tmpdir(), `fleetwise-export-${process.pid}-in-use`);
+      const others = join(tmpdir(), `fleetwise-export-${deadPid}-root`);
+      planted.push(abandoned, inUse, others);
+      for (const d of [abandoned, inUse, others]) {
+        mkdirSync(d, { mode: 0o700 });
+        writeFileSync(join(d, 'state.db'), 'a copy');
+      }
+      for (const d of [abandoned, inUse]) {
+        chownSync(d, NOBODY, NOBODY);
+        chownSync(join(d, 'state.db'), NOBODY, NOBODY);
+      }
+      const leftBefore = copiesLeft().filter((f) => !f.includes('-abandoned'));
 
       for (const dir of [running, closed]) {
         const history = await asNobody(async () => readSqliteStateHistory(join(dir, 'state.db')));
@@ -203,6 +220,9 @@ describe("a controller's job history as a trace", () => {
       // The state as it was, and no copy left behind.
       expect([contents(running), contents(closed)]).toEqual(before);
       expect(copiesLeft()).toEqual(leftBefore);
+      expect(existsSync(abandoned)).toBe(false);
+      expect(existsSync(inUse)).toBe(true);
+      expect(existsSync(others)).toBe(true);
 
       // No copy can be made either (its log is another user's): say why, and what to do.
       chownSync(join(running, 'state.db-wal'), 0, 0);
@@ -237,6 +257,7 @@ describe("a controller's job history as a trace", () => {
       expect((unreadable as Error).message).not.toMatch(/-shm/);
     } finally {
       rmSync(place, { recursive: true, force: true });
+      for (const d of planted) rmSync(d, { recursive: true, force: true });
     }
   });
 
