@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 
@@ -198,6 +198,20 @@ function takeKernelLock(lockPath: string): Database.Database | undefined {
   return db;
 }
 
+/**
+ * Whether a live process holds the directory's kernel lock (`controller.lock`, or `worker.lock` given the worker's pid
+ * file), whatever its pid file says: one whose pid file was removed by hand still runs, and still launches.
+ */
+export function dirLockHeld(dir: string, file: string = PID_FILE): boolean {
+  const lockPath = join(dir, `${file.replace(/\.pid$/, '')}.lock`);
+  if (!existsSync(lockPath)) return false;
+  const lock = takeKernelLock(lockPath);
+  if (lock === undefined) return true;
+  heldLocks.delete(lock);
+  lock.close();
+  return false;
+}
+
 /** How long a refused claimer waits for the kernel lock's holder to write its pid file, to name it. */
 const HOLDER_NAMED_WITHIN_MS = 1000;
 
@@ -224,7 +238,7 @@ function claimDirLock(dir: string, file: string, holderKind: string, probe: Proc
     const holder = kernelLockHolder(path, probe);
     throw new Error(
       `another ${holderKind}${holder === undefined ? '' : ` (pid ${holder})`} is using ${dir}; stop it first ` +
-        `(it holds ${lockPath})`,
+        `(it holds ${lockPath}${holder === undefined ? `: fuser -v ${lockPath} names it` : ''})`,
     );
   }
   const unlock = (): void => {

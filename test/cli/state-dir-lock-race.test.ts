@@ -6,7 +6,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { claimStateDir, PID_FILE, procProbe } from '../../src/cli/state-dir-lock.js';
-import { ensureBuiltCli } from '../helpers/built-cli.js';
+import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 
 /**
  * Controllers claiming one state directory at the same instant, in processes of their own, over the pid file a
@@ -16,7 +16,7 @@ import { ensureBuiltCli } from '../helpers/built-cli.js';
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-lock-race-'));
 const children: ChildProcess[] = [];
 
-beforeAll(() => ensureBuiltCli(['cli/state-dir-lock.ts']));
+beforeAll(() => ensureBuiltCli());
 
 afterAll(() => {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
@@ -160,6 +160,29 @@ describe('claiming a state directory together', () => {
     release();
     // What stays is the lock file alone, which holds nothing once released: the next claim succeeds.
     expect(readdirSync(dir)).toEqual(['controller.lock']);
+    claimStateDir(dir)();
+  });
+
+  it('a holder whose pid file was removed by hand still holds it: refused with how to find it, and down stops nothing', async () => {
+    const dir = mkdtempSync(join(scratch, 'no-pid-file-'));
+    const holder = startClaimer([dir], true);
+    await holder.ready;
+    holder.child.stdin?.end(String(Date.now()));
+    expect(await holder.said).toEqual(['claimed']);
+    rmSync(join(dir, PID_FILE));
+    const lock = join(dir, 'controller.lock');
+    expect(() => claimStateDir(dir)).toThrow(
+      `another controller is using ${dir}; stop it first (it holds ${lock}: fuser -v ${lock} names it)`,
+    );
+    const down = await runCli(['down', '--state-dir', dir]);
+    expect(down.code).not.toBe(0);
+    expect(down.stderr).toContain(`a controller holds ${lock} but ${join(dir, PID_FILE)} is missing`);
+    expect(down.stdout).not.toContain('nothing to stop');
+    // Still running, still holding the directory.
+    expect(holder.child.exitCode).toBeNull();
+    expect(() => claimStateDir(dir)).toThrow(/another controller is using/);
+    holder.child.kill('SIGKILL');
+    await holder.exited;
     claimStateDir(dir)();
   });
 });
