@@ -4,7 +4,7 @@
  * A formatted number, as the commands print them: an optional sign and `$`, digits with thousands commas and a
  * decimal point, and an optional `%`, `×` or short unit (`3.2 h`, `+0.97 abs`, `16 GiB`).
  */
-const NUMERIC = /^[+-]?\$?[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:%|×| ?[A-Za-z][A-Za-z/$]{0,3})?$/;
+const NUMERIC = /^[+-]?\$?[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:%|×| ?[A-Za-zµ][A-Za-z/$]{0,3})?$/;
 
 /** What a numeric column shows for a figure it lacks: it aligns with the figures. */
 const BLANKS = new Set(['', '-', '–', '—']);

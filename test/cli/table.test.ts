@@ -73,4 +73,16 @@ describe('formatTable', () => {
       ].join('\n'),
     );
   });
+
+  it('takes microseconds for a unit', () => {
+    // `fleetwise cluster`'s latencies: under a millisecond in µs.
+    const latencies = formatTable(
+      ['FROM', 'P99'],
+      [
+        ['a', '850 µs'],
+        ['b', '11.20 ms'],
+      ],
+    );
+    expect(latencies.trimEnd().split('\n')).toEqual(['FROM       P99', 'a       850 µs', 'b     11.20 ms']);
+  });
 });

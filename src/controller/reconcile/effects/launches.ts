@@ -219,7 +219,7 @@ export class Launches {
           result.marketFallback ??
             (result.reusedExisting
               ? 'the instance an earlier attempt launched runs on demand'
-              : 'the cloud launched it on demand (it has no spot market)'),
+              : 'the cloud has no spot market'),
         );
       this.ctx.store.completeIntent(intent.id);
       // In the same commit: one sync of the store per launch, not two.
