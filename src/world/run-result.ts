@@ -106,9 +106,15 @@ export interface StartRunMetrics {
 
 /** Metrics of a run with spot interruptions simulated (`simulate --spot on`). */
 export interface SpotRunMetrics {
-  /** Spot instances reclaimed (each reclaim counted once, however many jobs it hit). */
+  /**
+   * Spot instances EC2 took back (each counted once, however many jobs it hit); one drained on its notice and ended by
+   * its owner before the reclaim is not one.
+   */
   readonly interruptions: number;
-  /** Work lost to reclaims, in job-hours at full throughput (progress past the last checkpoint). */
+  /**
+   * Work spot interruptions cost, in job-hours at full throughput (progress past the last checkpoint): lost at the
+   * notice by a runtime that evicts its jobs then (karpenter-spot's drain-and-evict), else at the reclaim.
+   */
   readonly lostWorkHours: number;
   /** Share of the billed instance-hours bought on spot. */
   readonly spotShare: number;

@@ -315,6 +315,25 @@ describe('HTML pages in headless Chromium', () => {
     }
   }, 60_000);
 
+  it('panel charts of one run at 800 px: running instances in view unscrolled, allocation scrolling to memory', async () => {
+    const page = reportHtml(withNormalizedCosts([fakeRun('eva', 2, 3, 1, [2.5, 3])]), { trace: 'fixture' });
+    const report = await panelReach(
+      page,
+      'panels-one-800.html',
+      '#chart-running-instances, #chart-resource-allocation',
+      800,
+    );
+    expect(report.map((c) => c.id)).toEqual(['chart-running-instances', 'chart-resource-allocation']);
+    const [instances, allocation] = report;
+    for (const chart of report) expect(chart.unreachable, chart.id).toEqual([]);
+    // One panel, in the page's width: nothing to scroll onto but blank room.
+    expect(instances?.texts).toContain('eva');
+    expect(instances?.scrolls).toBe(false);
+    // Three resources side by side still need the whole width.
+    expect(allocation?.texts).toContain('Memory (allocated ÷ provisioned)');
+    expect(allocation?.scrolls).toBe(true);
+  }, 60_000);
+
   it('panel charts at 1400 px: the whole chart in view, nothing to scroll', async () => {
     const report = await panelReach(
       simulationPage(),

@@ -22,6 +22,7 @@ import {
   timeAxis,
   type PanelGrid,
   panelBox,
+  panelsMinWidth,
   BOLD_CHAR_WIDTH,
   shortenNames,
   labelText,
@@ -147,8 +148,9 @@ export function allocationChart(results: readonly RunResult[]): ReportChart {
       id: 'chart-resource-allocation',
       title: 'Resource allocation: demand of placed tasks as a share of provisioned capacity',
       width: WIDTH,
-      // Panels placed in pixels: a narrower page scrolls them rather than cutting the last column off.
-      minWidth: WIDTH,
+      // Panels placed in pixels: a narrower page scrolls them rather than cutting the last column off (a column per
+      // resource, whatever the runs).
+      minWidth: panelsMinWidth(g, DIMENSIONS.length),
       height: g.top + rows * (g.panelHeight + g.gapY) + 30,
       option: {
         tooltip: { ...TOOLTIP_AXIS, valueFormatter: fmt('percent') },

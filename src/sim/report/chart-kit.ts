@@ -261,6 +261,16 @@ export function panelBox(
 }
 
 /**
+ * The narrowest a chart of `panels` panels can be drawn without cutting one off: to the right end of the last column
+ * in use and the grid's margin. Panels are placed in pixels, so a page narrower than this scrolls the chart; one
+ * wider than the columns in use leaves the blank room to their right on the page rather than in a scroll box.
+ */
+export function panelsMinWidth(g: PanelGrid, panels: number): number {
+  const last = panelBox(g, Math.max(1, Math.min(panels, g.columns)) - 1);
+  return Math.ceil(last.left + last.width + g.right);
+}
+
+/**
  * Running instances, one panel per run (six step lines on one plot are unreadable); no-packing's count, which
  * launches an instance per job, is drawn faint grey behind the others for scale.
  */

@@ -241,14 +241,17 @@ export const START_COLUMNS: readonly SummaryColumn[] = [
 export const SPOT_COLUMNS: readonly SummaryColumn[] = [
   {
     header: 'interrupt.',
-    description: 'Spot instances reclaimed by the simulated spot market (each reclaim counted once).',
+    description:
+      'Spot instances EC2 took back (the simulated spot market; each counted once): one drained on its ' +
+      'interruption notice and ended by its owner before the reclaim is not one.',
     numeric: true,
     cell: (r) => orDash(integer)(r.spot?.interruptions),
   },
   {
     header: 'lost work h',
     description:
-      'Work lost to reclaimed spot instances: progress past the last checkpoint, in job-hours at full throughput.',
+      'Work that spot interruptions cost: progress past the last checkpoint, in job-hours at full throughput, lost ' +
+      'at the notice by a runtime that evicts its jobs then (karpenter-spot), else at the reclaim.',
     numeric: true,
     cell: (r) => orDash(three)(r.spot?.lostWorkHours),
   },

@@ -254,9 +254,13 @@ export function frontierChart(results: readonly RunResult[]): ReportChart {
   const lines = [...byPolicy.entries()].map(([policy, list]) => {
     const sorted = [...list].sort((a, b) => dollarsOf(a.valueOfTime) - dollarsOf(b.valueOfTime));
     const swept = sorted.some((p) => typeof p.valueOfTime === 'number') && sorted.length > 1;
+    // A point alone is drawn as its run is in every other chart (`eva@vot=auto` in its own shade); a swept line, of
+    // several runs, in its policy's colour.
+    const only = sorted.length === 1 ? sorted[0] : undefined;
     return {
       policy,
       swept,
+      style: seriesStyle(only?.run ?? policy),
       points: sorted.map((p) => ({ ...p, label: swept ? `$${p.valueOfTime ?? 0}/h` : policy })),
     };
   });
@@ -295,8 +299,7 @@ export function frontierChart(results: readonly RunResult[]): ReportChart {
     { left: GRID.left, top: GRID.top, right: WIDTH - GRID.right, bottom: HEIGHT - GRID.bottom },
   );
   const placeOf = new Map(toPlace.map((t, k) => [`${t.line}:${t.i}`, places[k]]));
-  const series: LineSeriesOption[] = lines.map(({ policy, swept, points }, line) => {
-    const style = seriesStyle(policy);
+  const series: LineSeriesOption[] = lines.map(({ policy, swept, style, points }, line) => {
     return {
       type: 'line',
       name: policy,

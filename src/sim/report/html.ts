@@ -35,9 +35,14 @@ function versusBaseline(cost: number, baseline: number, label: string): string {
 /**
  * The report's first lines: what the focus run (eva, else the cheapest) saved against no-packing in dollars, at what
  * cost in completion time, where its money went, how far it stays above the trace's lower bounds, and which run was
- * cheapest if another.
+ * cheapest if another. Held to caps or quotas (`capped`), jobs wait: the bound without delays bounds no such run (a
+ * run may cost less), so it is measured against the work bound alone, as the cost chart draws it.
  */
-function leadParagraph(results: readonly RunResult[], bounds: ReportBounds | undefined): string {
+function leadParagraph(
+  results: readonly RunResult[],
+  bounds: ReportBounds | undefined,
+  capped: boolean,
+): string {
   if (results.length === 0) return '<p class="lead">No runs.</p>';
   const cheapest = results.reduce((a, b) => (b.summary.totalCost < a.summary.totalCost ? b : a));
   const baseline = results.find((r) => r.summary.scheduler === BASELINE);
@@ -67,9 +72,13 @@ function leadParagraph(results: readonly RunResult[], bounds: ReportBounds | und
     const above = (bound: number): string =>
       `${dollars(cost - bound)}${bound > 0 ? ` (${one((100 * (cost - bound)) / bound)}%)` : ''}`;
     parts.push(
-      `That is ${escapeXml(above(bounds.timedBound))} above the lower bound of ${escapeXml(dollars(bounds.timedBound))} ` +
-        `for this trace without delays, and ${escapeXml(above(bounds.workBound))} above the work bound ` +
-        `(${escapeXml(dollars(bounds.workBound))}), below which no schedule can go.`,
+      capped
+        ? `That is ${escapeXml(above(bounds.workBound))} above the work bound ` +
+            `(${escapeXml(dollars(bounds.workBound))}), below which no schedule can go; under caps or quotas jobs ` +
+            'wait, so the lower bound without delays does not bound it.'
+        : `That is ${escapeXml(above(bounds.timedBound))} above the lower bound of ${escapeXml(dollars(bounds.timedBound))} ` +
+            `for this trace without delays, and ${escapeXml(above(bounds.workBound))} above the work bound ` +
+            `(${escapeXml(dollars(bounds.workBound))}), below which no schedule can go.`,
     );
   }
   const spot = spotSentence(focus, results);
@@ -120,17 +129,23 @@ function ledgerSentence(focus: RunResult, baseline: RunResult | undefined): stri
 const SPOT_BASELINE_SUFFIX = '-spot';
 
 /**
- * With spot open, what the focus run did with it (its share of instance-hours on spot, the reclaims and the work they
- * cost) and how it stands against the spot baselines that ran, in cost and mean JCT.
+ * With spot open, what the focus run did with it (its share of instance-hours on spot, its instances EC2 took back and
+ * the work interruptions cost) and how it stands against the spot baselines that ran, in cost and mean JCT. A runtime
+ * that evicts its jobs at the notice (karpenter-spot) loses their work then, and may end the emptied instance itself
+ * before EC2 takes it: work lost with no instance reclaimed.
  */
 function spotSentence(focus: RunResult, results: readonly RunResult[]): string | undefined {
   const spot = focus.spot;
   if (spot === undefined) return undefined;
   const name = escapeXml(focus.summary.scheduler);
+  const n = spot.interruptions;
+  const lost = `${three(spot.lostWorkHours)} job-hours of work`;
   const reclaims =
-    spot.interruptions === 0
-      ? 'none was reclaimed'
-      : `${spot.interruptions} reclaim${spot.interruptions === 1 ? '' : 's'} lost ${three(spot.lostWorkHours)} job-hours of work`;
+    n > 0
+      ? `${n} of its instances ${n === 1 ? 'was' : 'were'} reclaimed and interruptions lost ${lost}`
+      : spot.lostWorkHours > 0
+        ? `none was reclaimed, but evicting jobs at interruption notices lost ${lost}`
+        : 'none was reclaimed';
   const own = `${name} bought ${one(100 * spot.spotShare)}% of its instance-hours on spot; ${reclaims}.`;
   const baselines = results.filter((r) => r !== focus && r.summary.scheduler.endsWith(SPOT_BASELINE_SUFFIX));
   if (baselines.length === 0) return own;
@@ -204,7 +219,8 @@ export function reportHtml(
   settings: ReportSettings,
   bounds?: ReportBounds,
 ): string {
-  const figures = reportCharts(results, bounds, { capped: heldToCaps(settings) }).map(
+  const capped = heldToCaps(settings);
+  const figures = reportCharts(results, bounds, { capped }).map(
     ({ chart, caption }) =>
       `<figure><h3>${escapeXml(chart.title)}</h3>${chartHtml(chart)}<figcaption>${escapeXml(caption)}</figcaption></figure>`,
   );
@@ -217,7 +233,7 @@ export function reportHtml(
     },
     settings,
     [
-      leadParagraph(results, bounds),
+      leadParagraph(results, bounds, capped),
       `<section id="summary"><h2>Summary</h2>${summaryTables(results)}` +
         `<p>${escapeXml(normalizedCostNote(results))} Utilization is time-weighted over the run. ` +
         'Bold: the cheapest run. Hover a column header for its meaning.</p>' +

@@ -31,6 +31,7 @@ import {
   overTimeOption,
   type PanelGrid,
   panelBox,
+  panelsMinWidth,
   BOLD_CHAR_WIDTH,
   SMALL_CHAR_WIDTH,
   shortenNames,
@@ -230,7 +231,7 @@ export function instancesChart(results: readonly RunResult[]): ReportChart {
       title: 'Running instances',
       width: WIDTH,
       // Panels placed in pixels: a narrower page scrolls them rather than cutting the last column off.
-      minWidth: WIDTH,
+      minWidth: panelsMinWidth(g, results.length),
       height: g.top + rows * (g.panelHeight + g.gapY),
       option: {
         tooltip: { ...TOOLTIP_AXIS, valueFormatter: fmt('integer') },

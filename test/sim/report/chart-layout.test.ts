@@ -6,7 +6,7 @@ import { pathToFileURL } from 'node:url';
 import { chromium } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { allocationChart } from '../../../src/sim/report/allocation-chart.js';
-import { shortenNames } from '../../../src/sim/report/chart-kit.js';
+import { shortenNames, WIDTH } from '../../../src/sim/report/chart-kit.js';
 import { frontierChart } from '../../../src/sim/report/frontier-chart.js';
 import { reportHtml } from '../../../src/sim/report/html.js';
 import { jctChart } from '../../../src/sim/report/jct-chart.js';
@@ -107,6 +107,32 @@ describe('names in the charts', () => {
       expect(figures.x).toBe(grid.left + grid.width);
       expect(name.style.width + figures.style.width).toBeLessThanOrEqual(grid.width);
     });
+  });
+});
+
+describe("panel charts' narrowest width", () => {
+  it('running instances: as wide as the panel columns in use, so one or two runs do not scroll onto blank room', () => {
+    const runs = LONG_NAMES.map((n) => fakeRun(n, 1, 3, 2, [1]));
+    for (const count of [1, 2, 3, 6]) {
+      const { chart } = instancesChart(runs.slice(0, count));
+      const grids = optionOf({ chart }).grid as { left: number; width: number }[];
+      const rightmost = Math.max(...grids.map((g) => g.left + g.width));
+      // Every panel whole at the narrowest width, with no more than the grid's right margin beyond the last.
+      expect(chart.minWidth, `${count} runs`).toBeGreaterThanOrEqual(rightmost);
+      expect(chart.minWidth, `${count} runs`).toBeLessThanOrEqual(rightmost + 21);
+    }
+    // One run's panel fits an 800 px page; three columns need the chart's whole width.
+    expect(instancesChart(runs.slice(0, 1)).chart.minWidth).toBeLessThan(500);
+    expect(instancesChart(runs.slice(0, 3)).chart.minWidth).toBe(WIDTH);
+  });
+
+  it('resource allocation: a column per resource whatever the runs, so always the whole width', () => {
+    for (const count of [1, 2, 6]) {
+      const { chart } = allocationChart(LONG_NAMES.slice(0, count).map((n) => fakeRun(n, 1, 3, 2, [1])));
+      const grids = optionOf({ chart }).grid as { left: number; width: number }[];
+      expect(chart.minWidth).toBeGreaterThanOrEqual(Math.max(...grids.map((g) => g.left + g.width)));
+      expect(chart.minWidth).toBe(WIDTH);
+    }
   });
 });
 

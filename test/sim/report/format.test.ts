@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FLEET_COLUMNS, summaryTextTable } from '../../../src/sim/report/format.js';
+import { FLEET_COLUMNS, SPOT_COLUMNS, summaryTextTable } from '../../../src/sim/report/format.js';
 import { withNormalizedCosts } from '../../../src/sim/report/normalize.js';
 import {
   jctCdf,
@@ -157,5 +157,28 @@ describe('the full-reconfiguration column', () => {
     expect(column.cell({ ...fakeRun('eva', 1, 1, 1, [1]), summary })).toBe('0.250');
     expect(column.description).toContain('every round with an admitted job or an instance to plan');
     expect(column.description).not.toContain('over a partial one');
+  });
+});
+
+describe('the spot columns', () => {
+  it('say what they count for every runtime, evictions at the notice included', () => {
+    const meaning = (header: string): string => {
+      const column = SPOT_COLUMNS.find((c) => c.header === header);
+      if (column === undefined) throw new Error(`no ${header} column`);
+      return column.description;
+    };
+    // karpenter-spot may end a drained instance itself before EC2 takes it: the count is of EC2's reclaims only.
+    expect(meaning('interrupt.')).toContain('EC2 took back');
+    expect(meaning('interrupt.')).toContain('ended by its owner before the reclaim is not one');
+    // Its lost work is lost at the notice, when no instance may be reclaimed at all.
+    expect(meaning('lost work h')).toContain('Work that spot interruptions cost');
+    expect(meaning('lost work h')).toContain('at the notice by a runtime that evicts its jobs then');
+    expect(meaning('lost work h')).not.toContain('reclaimed spot instances');
+    // The figures are as the run reported them: a run with no reclaim may still have lost work.
+    const run = {
+      ...fakeRun('karpenter-spot', 2, 3, 1, [2]),
+      spot: { interruptions: 0, lostWorkHours: 11.29, spotShare: 1, rebalanceRecommendations: 0 },
+    };
+    expect(SPOT_COLUMNS.map((c) => c.cell(run))).toEqual(['0', '11.290', '100.0%']);
   });
 });

@@ -5,6 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reportHtml } from '../../../src/sim/report/html.js';
 import { withNormalizedCosts } from '../../../src/sim/report/normalize.js';
 import { writeReport } from '../../../src/sim/report/write.js';
+import { seriesStyle } from '../../../src/report/palette.js';
+import type { RunResult } from '../../../src/world/run-result.js';
 import { fakeRun, twoRuns, unbalancedTags, withoutScripts } from './run-fixtures.js';
 
 const CHART_IDS = [
@@ -56,6 +58,33 @@ describe('report.html', () => {
       ).color;
     expect(colour(html, 'eva')).toBe(colour(reversed, 'eva'));
     expect(colour(html, 'eva')).not.toBe(colour(html, 'no-packing'));
+  });
+
+  it('draws a learned value of time in its run’s colour in the frontier too, as in the summary and the other charts', () => {
+    const at = (name: string, cost: number, meanJctHours: number, vot: number | 'auto'): RunResult => {
+      const run = fakeRun(name, cost, 3, 1, [2]);
+      return { ...run, summary: { ...run.summary, meanJctHours, valueOfTimePerJobHour: vot } };
+    };
+    const runs = withNormalizedCosts([
+      at('eva@vot=0', 2, 3.1, 0),
+      at('eva@vot=4', 2.4, 2.6, 4),
+      at('eva@vot=auto', 2.2, 2.8, 'auto'),
+      fakeRun('no-packing', 3, 3, 2, [2]),
+    ]);
+    const page = reportHtml(runs, {});
+    const colourIn = (id: string, name: string): string | undefined =>
+      (chartOption(page, id).series as unknown as { name: string; color: string }[]).find(
+        (s) => s.name === name,
+      )?.color;
+    const swatch = /<span class="swatch" style="background:(#[0-9a-f]{6})"><\/span>eva@vot=auto</.exec(
+      page,
+    )?.[1];
+    expect(swatch).toBeDefined();
+    expect(colourIn('chart-cumulative-cost', 'eva@vot=auto')).toBe(swatch);
+    expect(colourIn('chart-frontier', 'eva (auto value of time)')).toBe(swatch);
+    // The swept line stands for eva, in eva's own colour; no-packing's point in its own.
+    expect(colourIn('chart-frontier', 'eva')).toBe(seriesStyle('eva').color);
+    expect(colourIn('chart-frontier', 'no-packing')).toBe(colourIn('chart-cumulative-cost', 'no-packing'));
   });
 
   it('leads with the saving in dollars against no-packing', () => {
@@ -175,7 +204,21 @@ describe('report.html', () => {
       expect(mark?.data).toEqual([[3, 4.5]]);
       expect(mark?.endLabel?.formatter).toBe('work bound: $4.50');
       expect(caption(page)).toContain('Under a cap or quota jobs wait');
+      // The lead, as the chart, measures the run against the work bound only: eva's $6 is $1.50 (33.3%) above it.
+      const lead = (/<p class="lead" id="lead">([\s\S]*?)<\/p>/.exec(page)?.[1] ?? '').replace(
+        /<[^>]+>/g,
+        '',
+      );
+      expect(lead).toContain(
+        'That is $1.50 (33.3%) above the work bound ($4.50), below which no schedule can go;',
+      );
+      expect(lead).not.toContain('$4.75');
     }
+    // A capped run may cost less than the bound without delays: the lead prints no negative distance to it.
+    const below = reportHtml(runs, { capDollarsPerHour: 40 }, { ...bounds, timedBound: 7 });
+    const belowLead = /<p class="lead" id="lead">([\s\S]*?)<\/p>/.exec(below)?.[1] ?? '';
+    expect(belowLead).toContain('above the work bound');
+    expect(belowLead).not.toContain('$-');
     // Uncapped, as simulate states it: the timed bound's curve, dashed.
     const page = reportHtml(
       runs,
@@ -259,7 +302,8 @@ describe('report.html', () => {
       (/<p class="lead" id="lead">([\s\S]*?)<\/p>/.exec(page)?.[1] ?? '').replace(/<[^>]+>/g, '');
     const lead = text(reportHtml(withNormalizedCosts(runs), {}));
     expect(lead).toContain(
-      'eva bought 75.0% of its instance-hours on spot; 2 reclaims lost 1.500 job-hours of work.',
+      'eva bought 75.0% of its instance-hours on spot; 2 of its instances were reclaimed and interruptions lost ' +
+        '1.500 job-hours of work.',
     );
     expect(lead).toContain(
       'Against the spot baselines, eva costs 33.3% less than skypilot-spot ($9.00 at a mean JCT of 2.500 h) ' +
@@ -269,6 +313,15 @@ describe('report.html', () => {
     const quiet = text(reportHtml([{ ...fakeRun('eva', 2, 3, 1, [2.5]), spot: spot(0.5, 0, 0) }], {}));
     expect(quiet).toContain('eva bought 50.0% of its instance-hours on spot; none was reclaimed.');
     expect(quiet).not.toContain('spot baselines');
+    // karpenter-spot evicts at the notice and may end the emptied instance before EC2 takes it: work lost, none
+    // reclaimed, and the lead says so rather than that nothing happened.
+    const evicted = text(
+      reportHtml([{ ...fakeRun('karpenter-spot', 2, 3, 1, [2.5]), spot: spot(1, 0, 11.29) }], {}),
+    );
+    expect(evicted).toContain(
+      'karpenter-spot bought 100.0% of its instance-hours on spot; none was reclaimed, but evicting jobs at ' +
+        'interruption notices lost 11.290 job-hours of work.',
+    );
     // Without spot, nothing of it.
     expect(text(html)).not.toContain('on spot');
   });
