@@ -505,7 +505,7 @@ const reportDocumentSchema = z
     byTeam: z.array(costLine),
     byInstance: z.array(costLine),
     costPerHourSeries: z.array(z.object({ atSeconds: z.number(), costPerHour: z.number() })),
-    minimumMinuteCost: z.number().optional(),
+    minimumMinuteCost: z.number().finite().nonnegative().optional(),
   })
   .loose();
 

@@ -379,13 +379,15 @@ describe('cost reports', () => {
       expect((e as ValidationError).source).toBe('reports/x.json');
       expect((e as ValidationError).problems.join('\n')).toContain('cluster');
     }
-    const withMinimum = {
-      ...JSON.parse(JSON.stringify(sampleDocument())),
-      minimumMinuteCost: 'lots',
-    } as object;
-    expect(() => parseReportDocument(JSON.stringify(withMinimum), 'reports/z.json')).toThrow(
-      /minimumMinuteCost/,
-    );
+    for (const minimum of ['lots', -0.5]) {
+      const withMinimum = {
+        ...JSON.parse(JSON.stringify(sampleDocument())),
+        minimumMinuteCost: minimum,
+      } as object;
+      expect(() => parseReportDocument(JSON.stringify(withMinimum), 'reports/z.json')).toThrow(
+        /minimumMinuteCost/,
+      );
+    }
     expect(() => parseReportDocument('not json', 'reports/y.json')).toThrow(
       /reports\/y\.json: not valid JSON/,
     );
