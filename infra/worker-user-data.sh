@@ -140,6 +140,8 @@ EnvironmentFile=/etc/fleetwise/worker.env
 ExecStart=${FLEETWISE_BIN} worker --executor docker --controller \${CONTROLLER_URL} --instance-id \${INSTANCE_ID} --work-dir /var/lib/fleetwise-worker${PROBE_HOST_FLAG}
 Restart=always
 RestartSec=5
+# 3: the controller retired this instance (it was replaced); started again, the worker would be told so again.
+RestartPreventExitStatus=3
 
 [Install]
 WantedBy=multi-user.target

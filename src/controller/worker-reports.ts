@@ -16,3 +16,45 @@ export function isStaleReport(store: StateStore, report: TaskReport, task: TaskR
   const job = store.getJob(task.jobId);
   return job !== undefined && (report.attempt ?? 1) < job.attempts;
 }
+
+/** The most earlier runs of an instance's worker remembered, so that their late heartbeats are told from new ones. */
+const SUPERSEDED_RUNS_KEPT = 8;
+
+/**
+ * The order of each instance's heartbeats: those of one worker process (`bootId`) are numbered (`seq`), and one that
+ * arrives after a later one of the same process (its request timed out at the worker and reached the controller
+ * late, or was retransmitted) reports an older state: progress and checkpoints that would go backwards. So does one of
+ * a worker process that another has replaced on the instance (a restarted worker). In memory only: after a
+ * controller restart the first heartbeat of each worker is taken as it comes; one without a number (an older worker)
+ * always is.
+ */
+export class HeartbeatOrder {
+  private readonly last = new Map<
+    string,
+    { readonly bootId: string; readonly seq: number; readonly superseded: readonly string[] }
+  >();
+
+  /** Whether the heartbeat is newer than every one taken from the instance; if so it is the newest from now on. */
+  take(instanceId: string, bootId: string | undefined, seq: number | undefined): boolean {
+    if (bootId === undefined || seq === undefined) return true;
+    const last = this.last.get(instanceId);
+    if (last === undefined) {
+      this.last.set(instanceId, { bootId, seq, superseded: [] });
+      return true;
+    }
+    if (last.bootId === bootId) {
+      if (seq <= last.seq) return false;
+      this.last.set(instanceId, { ...last, seq });
+      return true;
+    }
+    if (last.superseded.includes(bootId)) return false;
+    const superseded = [...last.superseded, last.bootId].slice(-SUPERSEDED_RUNS_KEPT);
+    this.last.set(instanceId, { bootId, seq, superseded });
+    return true;
+  }
+
+  /** The instance's worker is gone (its instance replaced). */
+  forget(instanceId: string): void {
+    this.last.delete(instanceId);
+  }
+}

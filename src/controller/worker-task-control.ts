@@ -32,7 +32,7 @@ import type { WorkerRegistrar } from './worker-identity/worker-registrar.js';
 import { WorkerProtocolError } from './worker-identity/worker-protocol-error.js';
 import { WorkerLatency } from './worker-latency.js';
 import type { InterruptionHandler } from './worker-liveness.js';
-import { isStaleReport, type InstanceReports } from './worker-reports.js';
+import { HeartbeatOrder, isStaleReport, type InstanceReports } from './worker-reports.js';
 import { WorkerSilenceWatch } from './worker-silence-watch.js';
 
 /**
@@ -109,6 +109,8 @@ export class WorkerTaskControl implements TaskControl {
   private readonly throughputs: ThroughputObservations;
   private readonly latency: WorkerLatency;
   private readonly silence: WorkerSilenceWatch;
+  /** Which heartbeats are late (worker-reports.ts): what they report is older than what was taken. */
+  private readonly order = new HeartbeatOrder();
   private seq = 0;
   private interruptionHandler: InterruptionHandler | undefined;
 
@@ -169,6 +171,30 @@ export class WorkerTaskControl implements TaskControl {
     this.seq += 1;
     const seq = this.seq;
     this.silence.heard(inst.id);
+    // A late heartbeat (an older one of the same worker, arriving after a newer one) is answered as any, and what it
+    // reports is left out: it would set progress and the last checkpoint back to what they were.
+    const current = this.order.take(inst.id, request.bootId, request.seq);
+    if (current) this.take(inst, request, origin, seq, now);
+    const desired = this.requests.desiredOn(inst, this.reports.get(inst.id)?.tasks, {
+      ...this.options,
+      catalog: this.catalog(),
+    });
+    // The worker gave up waiting for a late heartbeat's answer: a stop in it has not reached the worker.
+    if (current) this.requests.delivered(inst, desired, seq);
+    // Only a worker that probes is told its peers (an older worker would not know the field).
+    return request.network?.probe === undefined
+      ? { tasks: desired }
+      : { tasks: desired, peers: this.latency.peersOf(inst) };
+  }
+
+  /** What a heartbeat that is not late reports: task states, checkpoints, progress, starts, round trips, notices. */
+  private take(
+    inst: InstanceRecord,
+    request: HeartbeatRequest,
+    origin: HeartbeatOrigin,
+    seq: number,
+    now: number,
+  ): void {
     this.reports.set(inst.id, {
       seq,
       atSeconds: now,
@@ -191,15 +217,6 @@ export class WorkerTaskControl implements TaskControl {
       this.latency.observe(inst.id, request.network, origin.remoteAddress, now);
     // Before the answer: an interrupted instance is drained at once, so this very answer already reflects it.
     if (request.interruption !== undefined) this.interruptionHandler?.(inst.id, request.interruption);
-    const desired = this.requests.desiredOn(inst, this.reports.get(inst.id)?.tasks, {
-      ...this.options,
-      catalog: this.catalog(),
-    });
-    this.requests.delivered(inst, desired, seq);
-    // Only a worker that probes is told its peers (an older worker would not know the field).
-    return request.network?.probe === undefined
-      ? { tasks: desired }
-      : { tasks: desired, peers: this.latency.peersOf(inst) };
   }
 
   /** Spot interruption notices and rebalance recommendations that workers report go to `handler` (the controller). */
@@ -227,7 +244,15 @@ export class WorkerTaskControl implements TaskControl {
       const stop = this.requests.stopOf(task.id);
       const here = task.instanceId === inst.id || stop?.instanceId === inst.id;
       if (!here) continue;
-      if (report.checkpoint !== undefined && report.checkpoint.key !== task.lastCheckpointKey) {
+      if (
+        report.checkpoint !== undefined &&
+        report.checkpoint.key !== task.lastCheckpointKey &&
+        // Never back to an older one (a late report, a worker the controller replaced): the task resumes from it.
+        !(
+          task.lastCheckpointAtSeconds !== undefined &&
+          report.checkpoint.atSeconds < task.lastCheckpointAtSeconds
+        )
+      ) {
         this.store.recordCheckpoint(task.id, report.checkpoint.key, report.checkpoint.atSeconds, inst.id);
       }
       let toldByStop = false;
@@ -353,6 +378,7 @@ export class WorkerTaskControl implements TaskControl {
   markLost(instanceId: string): void {
     this.silence.markLost(instanceId);
     this.reports.delete(instanceId);
+    this.order.forget(instanceId);
     this.latency.forget(instanceId);
     this.requests.forgetInstance(instanceId);
   }

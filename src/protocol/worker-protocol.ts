@@ -239,13 +239,32 @@ export type InterruptionNotice = z.infer<typeof interruptionNoticeSchema>;
 /** The most task reports one heartbeat carries (every task a worker has, so at most this many per instance). */
 export const MAX_TASKS_PER_HEARTBEAT = 256;
 
-export const heartbeatRequestSchema = z.strictObject({
-  tasks: z.array(taskReportSchema).max(MAX_TASKS_PER_HEARTBEAT),
-  /** EC2 warned that this instance is about to be reclaimed (absent: no warning). */
-  interruption: interruptionNoticeSchema.optional(),
-  /** The worker's latency probe and what it measured (absent: this worker does not probe). */
-  network: networkReportSchema.optional(),
-});
+export const heartbeatRequestSchema = z
+  .strictObject({
+    tasks: z.array(taskReportSchema).max(MAX_TASKS_PER_HEARTBEAT),
+    /** EC2 warned that this instance is about to be reclaimed (absent: no warning). */
+    interruption: interruptionNoticeSchema.optional(),
+    /** The worker's latency probe and what it measured (absent: this worker does not probe). */
+    network: networkReportSchema.optional(),
+    /**
+     * The worker process that sent this (an id it draws at start) and this heartbeat's number in it (1, 2, …). A
+     * heartbeat that reaches the controller after a later one of the same process (its request timed out at the
+     * worker, and arrived anyway) is answered, and what it reports is ignored. Both or neither (an older worker).
+     */
+    bootId: z
+      .string()
+      .min(1)
+      .max(64)
+      .regex(/^[A-Za-z0-9_-]+$/, 'letters, digits, - and _ only')
+      .optional(),
+    seq: z.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
+  })
+  .superRefine((r, ctx) => {
+    if (r.bootId !== undefined && r.seq === undefined)
+      ctx.addIssue({ code: 'custom', path: ['seq'], message: 'required with bootId' });
+    if (r.seq !== undefined && r.bootId === undefined)
+      ctx.addIssue({ code: 'custom', path: ['bootId'], message: 'required with seq' });
+  });
 export type HeartbeatRequest = z.infer<typeof heartbeatRequestSchema>;
 
 export const taskLaunchSpecSchema = z.object({

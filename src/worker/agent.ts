@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -22,6 +23,7 @@ import type { Executor } from './executor.js';
 import { DEFAULT_NOTICE_POLL_SECONDS, type InterruptionNoticeSource } from './interruption-notices.js';
 import { SPOT_NOTICE_MARGIN_SECONDS } from '../core/spot.js';
 import { ExecutorUnavailableError, TaskLifecycle } from './task-lifecycle.js';
+import { retiredState, stopRetiredTasks } from './retirement.js';
 
 /**
  * The worker agent: registers with the controller, then every few seconds
@@ -33,6 +35,14 @@ import { ExecutorUnavailableError, TaskLifecycle } from './task-lifecycle.js';
  *   stop             kill now (a cancel), report stopped
  *   (not listed)     a running task the controller no longer wants is checkpointed and stopped (work is kept);
  *                    a finished one is forgotten
+ *
+ * A controller that answers that it has retired this instance (HTTP 410: terminating or terminated, retirement.ts)
+ * has resumed its tasks elsewhere from their last checkpoints: the agent stops uploading, kills every task without a
+ * checkpoint, records why it exits, and returns 'retired'.
+ *
+ * Each heartbeat carries this process's boot id and its number in the process (1, 2, …), so that the controller can
+ * tell a heartbeat delivered late (its request timed out here, and reached the controller after the next one) from a
+ * new one, and ignore what it reports.
  *
  * A spot interruption notice (interruption-notices.ts: EC2 reclaims the instance about two minutes later) makes the agent
  * checkpoint and stop every task at once, uploading the checkpoints, heartbeat at once to tell the controller (which
@@ -110,8 +120,11 @@ export interface AgentOptions {
   readonly logger?: AgentLogger;
 }
 
-/** Why run() returned. */
-export type AgentExit = 'stopped' | 'gave-up';
+/**
+ * Why run() returned. retired: the controller has replaced this instance (its tasks were killed, not checkpointed);
+ * `fleetwise worker` exits with a code of its own then, so a supervisor can tell it from a failure.
+ */
+export type AgentExit = 'stopped' | 'gave-up' | 'retired';
 
 export const DEFAULT_GIVE_UP_AFTER_SECONDS = 300;
 
@@ -133,6 +146,11 @@ export class WorkerAgent {
   private adopted = false;
   private lastContactMs = Date.now();
   private lastFailureLogMs: number | undefined;
+  /** The controller answered the last failed request (it refused it) rather than not answering at all. */
+  private lastFailureAnswered = false;
+  /** This process's run, in every heartbeat with its number (`heartbeatSeq`): the controller's order of them. */
+  private readonly bootId = randomUUID();
+  private heartbeatSeq = 0;
   /** Aborted when run() is told to stop: steps waiting for the object store stop retrying. */
   private readonly leaving = new AbortController();
   /** The strongest interruption notice seen (reported in every heartbeat from then on). */
@@ -158,9 +176,10 @@ export class WorkerAgent {
   }
 
   /**
-   * Register (retrying until the controller knows this instance), then heartbeat until `signal` aborts or the
-   * controller has been gone for `giveUpAfterSeconds`. On giving up, and on a stop with `stopTasksOnExit`, every task
-   * is checkpointed and stopped first; giving up is then recorded in WORKER_EXIT_FILE, with when.
+   * Register (retrying until the controller knows this instance), then heartbeat until `signal` aborts, the
+   * controller has been gone for `giveUpAfterSeconds`, or it answers that it has retired this instance. On giving up,
+   * and on a stop with `stopTasksOnExit`, every task is checkpointed and stopped first; on a retirement every task is
+   * killed without a checkpoint. Giving up and a retirement are then recorded in WORKER_EXIT_FILE, with when.
    */
   async run(signal: AbortSignal): Promise<AgentExit> {
     const giveUpMs = (this.options.giveUpAfterSeconds ?? DEFAULT_GIVE_UP_AFTER_SECONDS) * 1000;
@@ -170,6 +189,7 @@ export class WorkerAgent {
     if (signal.aborted) this.leaving.abort();
     else signal.addEventListener('abort', () => this.leaving.abort(), { once: true });
     let exit: AgentExit = 'stopped';
+    let retiredBy = '';
     const watching = this.watchNotices(this.leaving.signal);
     while (!signal.aborted) {
       const registered = this.store !== undefined;
@@ -181,13 +201,21 @@ export class WorkerAgent {
         this.contact();
       } catch (e) {
         this.log.debug?.(`${registered ? 'heartbeat' : 'registration'} failed: ${(e as Error).message}`);
+        if (retiredState(e) !== undefined) {
+          retiredBy = (e as Error).message;
+          exit = 'retired';
+          break;
+        }
         if (
           registered &&
           e instanceof ControllerRequestError &&
           (e.statusCode === 401 || e.statusCode === 410)
         ) {
-          if (e.statusCode === 410) this.log.warn(`the controller retired this instance: ${e.message}`);
-          this.store = undefined; // register again, or keep trying if retired (a refused registration is a failure)
+          if (e.statusCode === 410)
+            this.log.warn(
+              `the controller answered 410 naming no retirement (${e.message}); registering again`,
+            );
+          this.store = undefined; // register again (a refused registration is a failure)
         } else if (e instanceof z.ZodError)
           // A controller answer this worker cannot use (a newer/older protocol, a bad spec): refuse it whole, change
           // nothing, keep heartbeating (the next answer may be fine), and say which field is wrong.
@@ -209,23 +237,58 @@ export class WorkerAgent {
       if (nap.aborted) this.nap = new AbortController();
     }
     this.leaving.abort();
+    if (exit === 'retired') await this.retire(retiredBy);
     await watching;
     if (exit === 'gave-up') {
       const stopped = await this.tasks.checkpointAll();
-      this.log.warn(
-        `giving up: no answer from the controller${this.where()} for ${Math.round((Date.now() - this.lastContactMs) / 1000)} s; ` +
-          `${describeStopped(stopped)}; exiting`,
-      );
-    } else if (this.options.stopTasksOnExit === true) {
+      const forSeconds = `for ${Math.round((Date.now() - this.lastContactMs) / 1000)} s`;
+      const why = this.lastFailureAnswered
+        ? `the controller${this.where()} has refused this worker ${forSeconds}`
+        : `no answer from the controller${this.where()} ${forSeconds}`;
+      this.log.warn(`giving up: ${why}; ${describeStopped(stopped)}; exiting`);
+    } else if (exit === 'stopped' && this.options.stopTasksOnExit === true) {
       const stopped = await this.tasks.checkpointAll();
       // One last report, so a controller still listening records the final checkpoints; its answer is not acted on.
       if (this.store !== undefined)
-        await this.options.connection.heartbeat({ tasks: this.tasks.reports() }).catch(() => undefined);
+        await this.options.connection
+          .heartbeat({ tasks: this.tasks.reports(), ...this.nextOrder() })
+          .catch(() => undefined);
       this.log.info(`stopping: ${describeStopped(stopped)}`);
     }
     await this.tasks.stopWatchers();
-    if (exit === 'gave-up') this.recordExit();
+    if (exit !== 'stopped') this.recordExit(exit);
     return exit;
+  }
+
+  /**
+   * The controller has retired this instance (retirement.ts): nothing more goes to the object store (no registration
+   * to upload with, the store retries ended by the caller), and every task is killed without a checkpoint, those a
+   * restarted worker has not adopted yet included.
+   */
+  private async retire(answer: string): Promise<void> {
+    this.store = undefined;
+    this.log.warn(
+      `the controller${this.where()} retired this instance (${answer}): its tasks resume elsewhere from their last ` +
+        'checkpoints; stopping them here without a checkpoint',
+    );
+    // Not adopted yet: no task is known here, so none has a watcher; those adopted now get none (no store).
+    if (!this.adopted)
+      try {
+        await this.tasks.adopt();
+        this.adopted = true;
+      } catch (e) {
+        this.log.warn(`could not list the tasks left on this host: ${(e as Error).message}`);
+      }
+    const killed = await stopRetiredTasks(this.tasks, this.options.executor, this.log);
+    this.log.warn(
+      `retired: ${killed.length === 0 ? 'no task was running' : `killed ${killed.length} task(s) (${killed.join(', ')}) without a checkpoint`}; exiting`,
+    );
+  }
+
+  /** The boot id and number of the next heartbeat. */
+  private nextOrder(): { bootId: string; seq: number } {
+    this.heartbeatSeq += 1;
+    return { bootId: this.bootId, seq: this.heartbeatSeq };
   }
 
   private exitFile(): string {
@@ -240,10 +303,10 @@ export class WorkerAgent {
     }
   }
 
-  private recordExit(): void {
+  private recordExit(reason: WorkerExit['reason']): void {
     try {
       // Whole or not at all (temporary file, then rename): the local provider never reads half a record.
-      const exit: WorkerExit = { exitedAtMs: Date.now(), reason: 'gave-up' };
+      const exit: WorkerExit = { exitedAtMs: Date.now(), reason };
       const temp = `${this.exitFile()}.${process.pid}.tmp`;
       writeFileSync(temp, `${JSON.stringify(exit)}\n`, { mode: 0o600 });
       renameSync(temp, this.exitFile());
@@ -263,19 +326,31 @@ export class WorkerAgent {
     this.lastContactMs = Date.now();
     if (this.lastFailureLogMs !== undefined) this.log.info(`the controller${this.where()} answers again`);
     this.lastFailureLogMs = undefined;
+    this.lastFailureAnswered = false;
   }
 
-  /** The first failure in a row is logged at once, the next ones every 30 s with the time left before giving up. */
+  /**
+   * The first failure in a row is logged at once, the next ones every 30 s with the time left before giving up. A
+   * controller that answers with a refusal is not said to be silent.
+   */
   private failed(e: Error, giveUpMs: number): void {
     const now = Date.now();
+    this.lastFailureAnswered = e instanceof ControllerRequestError && e.statusCode !== undefined;
     if (this.lastFailureLogMs !== undefined && now - this.lastFailureLogMs < FAILURE_LOG_EVERY_MS) return;
     const silent = Math.round((now - this.lastContactMs) / 1000);
     const left =
       giveUpMs > 0 ? Math.max(0, Math.round((giveUpMs - (now - this.lastContactMs)) / 1000)) : undefined;
+    const answered = this.lastFailureAnswered;
     this.log.warn(
       `${this.store === undefined ? 'registration' : 'heartbeat'} failed: ${e.message}` +
-        (this.lastFailureLogMs === undefined ? '' : ` (no answer for ${silent} s)`) +
-        (left === undefined ? '' : `; giving up in ${left} s unless the controller answers`),
+        (this.lastFailureLogMs === undefined
+          ? ''
+          : answered
+            ? ` (refused for ${silent} s)`
+            : ` (no answer for ${silent} s)`) +
+        (left === undefined
+          ? ''
+          : `; giving up in ${left} s unless the controller ${answered ? 'accepts this worker' : 'answers'}`),
     );
     this.lastFailureLogMs = now;
   }
@@ -367,6 +442,7 @@ export class WorkerAgent {
     const probe = this.options.latencyProbe;
     const network = probe?.heartbeatReport();
     const answer = await this.options.connection.heartbeat({
+      ...this.nextOrder(),
       tasks: reports,
       ...(network === undefined ? {} : { network: { ...network, rtts: network.rtts ?? [] } }),
       ...(this.notice === undefined ? {} : { interruption: this.notice }),

@@ -98,6 +98,11 @@ export class CheckpointWatcher {
   private refused: { readonly state: string; readonly error: Error } | undefined;
   /** The message of the last failure reported through `onError` that was not the store's: told once. */
   private told: string | undefined;
+  /**
+   * The worker was retired (`retire`): its task runs on elsewhere from its last checkpoint, writing the same seqs under
+   * the same keys, so this watcher uploads and prunes nothing more, whatever asks it to.
+   */
+  private retired = false;
   /** The newest checkpoint this watcher uploaded. */
   lastManifest: CheckpointManifest | undefined;
   /**
@@ -138,6 +143,7 @@ export class CheckpointWatcher {
   }
 
   private schedule(): void {
+    if (this.retired) return;
     this.timer = setTimeout(() => {
       // The directory may not have existed yet (the task creates it), or its watch may have failed: try again.
       this.watchDir();
@@ -152,7 +158,7 @@ export class CheckpointWatcher {
    * work since the last durable checkpoint, and the task writes its next one only once the marker is gone.
    */
   private watchDir(): void {
-    if (this.dirWatch !== undefined) return;
+    if (this.dirWatch !== undefined || this.retired) return;
     try {
       const dirWatch = watch(this.options.dir, { persistent: false }, (_event, name) => {
         if (name !== COMPLETE_MARKER || this.markerCheckQueued || this.timer === undefined) return;
@@ -200,7 +206,7 @@ export class CheckpointWatcher {
   private async checkNow(mode: CheckMode): Promise<UploadResult | undefined> {
     // Not started (its listing of the store never finished): the next seq is unknown, and one written as 0 would be
     // refused by every restore (or overwrite a later attempt's). Nothing is uploaded until the watcher knows it.
-    if (this.nextSeq === 0) return undefined;
+    if (this.nextSeq === 0 || this.retired) return undefined;
     const { dir } = this.options;
     const marker = join(dir, COMPLETE_MARKER);
     const marked = await exists(marker);
@@ -238,6 +244,8 @@ export class CheckpointWatcher {
   private async upload(mode: CheckMode, marked: boolean): Promise<UploadResult> {
     const { store, ref, dir } = this.options;
     const attempt = async (): Promise<UploadResult> => {
+      // Retired while a final upload was being retried: the next attempt would write under the new copy's keys.
+      if (this.retired) throw new WatcherRetiredError();
       // The watcher's answer to an earlier state is no part of this one.
       await unlink(join(dir, FAILED_MARKER)).catch(() => undefined);
       // Each attempt packs the directory as it is then, under a new seq (one the store failed is left partial).
@@ -309,6 +317,8 @@ export class CheckpointWatcher {
    * that uploads overtook. The upload stands when it fails, and the next upload prunes again.
    */
   private prune(): void {
+    // A retired watcher's idea of which seqs are old is wrong: the new copy writes the same seqs.
+    if (this.retired) return;
     if (this.pruning !== undefined) {
       this.pruneAgain = true;
       return;
@@ -343,6 +353,16 @@ export class CheckpointWatcher {
     return this.check('marked-only');
   }
 
+  /**
+   * The worker was retired (the controller replaced its instance and resumes the task elsewhere): stop, and upload or
+   * delete nothing more from now on, a final upload asked for later (a stop under way) included. Resolves once the
+   * upload under way, if any, has ended.
+   */
+  async retire(): Promise<void> {
+    this.retired = true;
+    await this.stop();
+  }
+
   async stop(): Promise<void> {
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
@@ -350,6 +370,14 @@ export class CheckpointWatcher {
     this.dirWatch = undefined;
     await this.busy;
     while (this.pruning !== undefined) await this.pruning;
+  }
+}
+
+/** What a final upload retried after its watcher was retired ends with (nothing more of it is written). */
+export class WatcherRetiredError extends Error {
+  constructor() {
+    super('not uploaded: the controller retired this worker (its task resumed elsewhere)');
+    this.name = 'WatcherRetiredError';
   }
 }
 

@@ -39,6 +39,11 @@ import { ProcessExecutor } from '../../worker/executors/process.js';
  * saved in the work directory, and a restarted worker registers with that alone.
  */
 export const WORKER_TOKEN_ENV = 'FLEETWISE_WORKER_TOKEN';
+/**
+ * `fleetwise worker`'s exit code when the controller has retired its instance (replaced it, and resumed its tasks
+ * elsewhere): its tasks were killed without a checkpoint. 1 is giving up on an unreachable controller.
+ */
+export const WORKER_RETIRED_EXIT_CODE = 3;
 /** The default of --notice-poll-seconds (a local controller's workers inherit it: tests poll faster). */
 export const NOTICE_POLL_SECONDS_ENV = 'FLEETWISE_NOTICE_POLL_SECONDS';
 
@@ -306,15 +311,20 @@ async function runClaimed(
       `${latencyProbe === undefined ? '' : `, latency probe on port ${latencyProbe.port}`}\n`,
   );
   // Giving up is a failure: a supervisor that restarts failed workers (systemd on EC2) tries the controller again.
+  // A retirement is not: the instance is going away, and a restarted worker would only be told so again.
   const exit = await agent.run(stop.signal);
   await latencyProbe?.stop();
   if (exit === 'gave-up') process.exitCode = 1;
+  else if (exit === 'retired') process.exitCode = WORKER_RETIRED_EXIT_CODE;
 }
 
 export function registerWorker(program: Command): void {
   program
     .command('worker')
-    .description('run the worker agent on an instance: register, heartbeat, run and checkpoint tasks')
+    .description(
+      'run the worker agent on an instance: register, heartbeat, run and checkpoint tasks; exits 1 after giving up ' +
+        `on the controller, ${WORKER_RETIRED_EXIT_CODE} when the controller has retired the instance (tasks killed)`,
+    )
     .requiredOption('--controller <url>', "the controller's API, e.g. http://10.0.0.5:7070")
     .option(
       '--token <token>',
