@@ -37,10 +37,14 @@ export interface MotoServer {
   stop(): Promise<void>;
 }
 
-export async function startMotoServer(binary: string): Promise<MotoServer> {
+export async function startMotoServer(
+  binary: string,
+  extraEnv: Readonly<Record<string, string>> = {},
+): Promise<MotoServer> {
   // moto 5.2.1 turns instance-type validation on when this variable is set to anything, even "false"; without it,
-  // RunInstances accepts p3.* types, which moto's DescribeInstanceTypes lacks.
-  const env = { ...process.env };
+  // RunInstances accepts p3.* types, which moto's DescribeInstanceTypes lacks. `extraEnv` is this server's alone:
+  // set in process.env, it would reach every server started after it in this process (test files share one).
+  const env = { ...process.env, ...extraEnv };
   delete env.MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION;
   const child: ChildProcess = spawn(binary, ['-H', '127.0.0.1', '-p', '0'], {
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -268,15 +268,7 @@ async function motoWithImages(images: readonly MotoImage[]): Promise<MotoServer>
     );
   const path = join(amiScratch, `amis-${(amiLists += 1)}.json`);
   writeFileSync(path, JSON.stringify(images));
-  // startMotoServer hands this process's environment to the server.
-  const before = process.env.MOTO_AMIS_PATH;
-  process.env.MOTO_AMIS_PATH = path;
-  try {
-    return await startMotoServer(binary);
-  } finally {
-    if (before === undefined) delete process.env.MOTO_AMIS_PATH;
-    else process.env.MOTO_AMIS_PATH = before;
-  }
+  return startMotoServer(binary, { MOTO_AMIS_PATH: path });
 }
 
 /** An EC2 client of `moto`, and an image registered in it by this account: not Amazon's, and the newest of all. */
