@@ -43,6 +43,22 @@ export function stallCause(facts: StallFacts, unfinished: readonly string[]): st
       `${waiting.count} of them still waited for admission at the last round (${waiting.why}): the queue layer ` +
       'held them back, not the scheduler; check the caps and the classes (weights, maxShare) against these jobs'
     );
+  // Placed, and sent back by spot interruptions faster than they finish: the spot market, not the scheduler.
+  const unfinishedIds = new Set(unfinished);
+  const interrupted = facts.jobs.filter((j) => unfinishedIds.has(j.spec.id) && j.interruptions > 0);
+  if (interrupted.length > 0) {
+    const times = interrupted.reduce((n, j) => n + j.interruptions, 0);
+    const hours = interrupted.reduce((s, j) => s + j.lostWorkSeconds, 0) / 3600;
+    const unsaved = interrupted.filter((j) => j.checkpointIntervalSeconds === 0).length;
+    return (
+      `${interrupted.length} of them ran and lost their work to spot interruptions ${times} times ` +
+      `(${hours.toFixed(2)} job-hours)` +
+      (unsaved > 0
+        ? `; ${unsaved} never checkpoint (--checkpoint-minutes 0), so each interruption sends them back to the start`
+        : '') +
+      ': interruptions come faster than they finish; checkpoint more often, or lower --spot-bursts'
+    );
+  }
   return 'does the scheduler place them?';
 }
 
