@@ -198,12 +198,17 @@ function takeKernelLock(lockPath: string): Database.Database | undefined {
   return db;
 }
 
+/** The kernel lock's file beside a pid file: `controller.lock` beside `controller.pid`, `worker.lock` beside `worker.pid`. */
+export function lockFileOf(dir: string, pidFile: string = PID_FILE): string {
+  return join(dir, `${pidFile.replace(/\.pid$/, '')}.lock`);
+}
+
 /**
  * Whether a live process holds the directory's kernel lock (`controller.lock`, or `worker.lock` given the worker's pid
  * file), whatever its pid file says: one whose pid file was removed by hand still runs, and still launches.
  */
 export function dirLockHeld(dir: string, file: string = PID_FILE): boolean {
-  const lockPath = join(dir, `${file.replace(/\.pid$/, '')}.lock`);
+  const lockPath = lockFileOf(dir, file);
   if (!existsSync(lockPath)) return false;
   const lock = takeKernelLock(lockPath);
   if (lock === undefined) return true;
@@ -232,7 +237,7 @@ function kernelLockHolder(path: string, probe: ProcessProbe): number | undefined
 
 function claimDirLock(dir: string, file: string, holderKind: string, probe: ProcessProbe): () => void {
   const path = join(dir, file);
-  const lockPath = join(dir, `${file.replace(/\.pid$/, '')}.lock`);
+  const lockPath = lockFileOf(dir, file);
   const lock = takeKernelLock(lockPath);
   if (lock === undefined) {
     const holder = kernelLockHolder(path, probe);

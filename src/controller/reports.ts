@@ -205,6 +205,8 @@ function greyish(color: string): boolean {
  * "other teams".
  */
 export const TEAM_COLORS: readonly string[] = [...CATEGORY_COLORS.filter((c) => !greyish(c)), '#4a148c'];
+/** The last team colour, which the teams past the costliest share. */
+const OTHER_TEAMS_COLOR = TEAM_COLORS[TEAM_COLORS.length - 1] as string;
 
 /** Each team's colour (`teams` costliest first), and the teams that share the last colour as "other teams". */
 export function teamColors(teams: readonly string[]): {
@@ -212,9 +214,8 @@ export function teamColors(teams: readonly string[]): {
   readonly others: readonly string[];
 } {
   const named = teams.length <= TEAM_COLORS.length ? teams.length : TEAM_COLORS.length - 1;
-  const otherColor = TEAM_COLORS[TEAM_COLORS.length - 1] as string;
   return {
-    colorOf: new Map(teams.map((t, i) => [t, i < named ? (TEAM_COLORS[i] as string) : otherColor])),
+    colorOf: new Map(teams.map((t, i) => [t, i < named ? (TEAM_COLORS[i] as string) : OTHER_TEAMS_COLOR])),
     others: teams.slice(named),
   };
 }
@@ -344,8 +345,7 @@ export function reportHtml(doc: CostReportDocument): string {
   const r = doc;
   const attributed = r.byJob.reduce((s, j) => s + j.cost, 0);
   const teams = teamColors(r.byTeam.map((t) => t.id));
-  const otherColor = TEAM_COLORS[TEAM_COLORS.length - 1] as string;
-  const colorOf = (team: string): string => teams.colorOf.get(team) ?? otherColor;
+  const colorOf = (team: string): string => teams.colorOf.get(team) ?? OTHER_TEAMS_COLOR;
   const rate = costRateChart(doc);
   const topJobs = r.byJob.slice(0, 25);
   const byTeam = barChart('cost-by-team', 'Cost by team', [
@@ -367,7 +367,7 @@ export function reportHtml(doc: CostReportDocument): string {
   const othersKey =
     teams.others.length === 0
       ? ''
-      : swatch(otherColor, `the ${teams.others.length} other teams (past the ${named} costliest)`);
+      : swatch(OTHER_TEAMS_COLOR, `the ${teams.others.length} other teams (past the ${named} costliest)`);
   const teamKey = [...r.byTeam.slice(0, named).map((t) => swatch(colorOf(t.id), t.id)), othersKey]
     .filter((k) => k !== '')
     .join(' &nbsp; ');

@@ -17,7 +17,14 @@ import {
 import { parseWith, ValidationError } from '../../core/validation.js';
 import { controllerConfigSchema, type ControllerConfig } from '../../controller/config.js';
 import { findLocalController, LOCAL_STATE_DIR } from '../local-state.js';
-import { dirLockHeld, lockHolder, PID_FILE, processRunning, sharedControllers } from '../state-dir-lock.js';
+import {
+  dirLockHeld,
+  lockFileOf,
+  lockHolder,
+  PID_FILE,
+  processRunning,
+  sharedControllers,
+} from '../state-dir-lock.js';
 import { DB_FILE } from './controller/state-dir.js';
 import { tasksStillRunning } from '../local-fleet-stop.js';
 import { taskStopperFor } from './local-task-stopper.js';
@@ -206,8 +213,8 @@ export async function runDown(flags: DownFlags): Promise<void> {
   // under it, and saying "nothing to stop" would leave it launching.
   if (controllers.length === 0 && dirLockHeld(stateDir))
     throw new Error(
-      `a controller holds ${join(stateDir, 'controller.lock')} but ${join(stateDir, PID_FILE)} is missing: ` +
-        `find it with fuser -v ${join(stateDir, 'controller.lock')}, stop it, and run fleetwise down again`,
+      `a controller holds ${lockFileOf(stateDir)} but ${join(stateDir, PID_FILE)} is missing: ` +
+        `find it with fuser -v ${lockFileOf(stateDir)}, stop it, and run fleetwise down again`,
     );
   if (controllers.length > 0) {
     // All at once: a standby signalled after the active controller stopped could take the lease over and launch.
@@ -386,16 +393,8 @@ function markStoppedByDown(stateFile: string, stopped: readonly LocalInstance[])
 /** Whether `dir` is (or was) a controller's state directory: it holds what a controller or its workers write there. */
 function isStateDirectory(dir: string): boolean {
   if (!existsSync(dir)) return false;
-  const marks = [
-    DB_FILE,
-    'admin-token',
-    'worker-token',
-    PID_FILE,
-    'controller.lock',
-    'local-instances.json',
-    'instances',
-  ];
-  if (marks.some((name) => existsSync(join(dir, name)))) return true;
+  const marks = [DB_FILE, 'admin-token', 'worker-token', PID_FILE, 'local-instances.json', 'instances'];
+  if (marks.some((name) => existsSync(join(dir, name))) || existsSync(lockFileOf(dir))) return true;
   if (existsSync(journalPathOf(join(dir, 'local-instances.json')))) return true;
   return sharedControllers(dir).length > 0;
 }

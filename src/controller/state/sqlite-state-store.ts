@@ -53,24 +53,21 @@ class StateFileConnection extends SqliteConnection {
   }
 
   override run(sql: string, ...params: Param[]): number {
-    try {
-      return super.run(sql, ...params);
-    } catch (e) {
-      throw isDamaged(e) ? stateFileError(this.path, e) : e;
-    }
+    return this.naming(() => super.run(sql, ...params));
   }
 
   override get(sql: string, ...params: Param[]): Row | undefined {
-    try {
-      return super.get(sql, ...params);
-    } catch (e) {
-      throw isDamaged(e) ? stateFileError(this.path, e) : e;
-    }
+    return this.naming(() => super.get(sql, ...params));
   }
 
   override all(sql: string, ...params: Param[]): Row[] {
+    return this.naming(() => super.all(sql, ...params));
+  }
+
+  /** `query`, a damaged file's error named by its path; any other error as it came. */
+  private naming<T>(query: () => T): T {
     try {
-      return super.all(sql, ...params);
+      return query();
     } catch (e) {
       throw isDamaged(e) ? stateFileError(this.path, e) : e;
     }
