@@ -1,3 +1,4 @@
+import { parseCheckpointKey } from '../protocol/object-keys.js';
 import type { TaskReport } from '../protocol/worker-protocol.js';
 import type { StateStore, TaskRecord } from './state-store.js';
 
@@ -15,6 +16,24 @@ export interface InstanceReports {
 export function isStaleReport(store: StateStore, report: TaskReport, task: TaskRecord): boolean {
   const job = store.getJob(task.jobId);
   return job !== undefined && (report.attempt ?? 1) < job.attempts;
+}
+
+/**
+ * Whether a reported checkpoint is older than the task's recorded one. Checkpoints are numbered per task across its
+ * workers (a resumed task's worker continues after the newest stored number), so the numbers decide; their times are
+ * the clocks of the hosts that wrote them, which a move between hosts with skewed clocks would make disagree. Times
+ * decide only for a key outside the checkpoint layout.
+ */
+export function isOlderCheckpoint(
+  task: TaskRecord,
+  reported: { readonly key: string; readonly atSeconds: number },
+): boolean {
+  if (task.lastCheckpointKey === undefined) return false;
+  const ref = { jobId: task.jobId, taskId: task.id };
+  const recordedSeq = parseCheckpointKey(ref, task.lastCheckpointKey)?.seq;
+  const reportedSeq = parseCheckpointKey(ref, reported.key)?.seq;
+  if (recordedSeq !== undefined && reportedSeq !== undefined) return reportedSeq < recordedSeq;
+  return task.lastCheckpointAtSeconds !== undefined && reported.atSeconds < task.lastCheckpointAtSeconds;
 }
 
 /** The most earlier runs of an instance's worker remembered, so that their late heartbeats are told from new ones. */

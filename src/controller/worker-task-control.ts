@@ -32,7 +32,7 @@ import type { WorkerRegistrar } from './worker-identity/worker-registrar.js';
 import { WorkerProtocolError } from './worker-identity/worker-protocol-error.js';
 import { WorkerLatency } from './worker-latency.js';
 import type { InterruptionHandler } from './worker-liveness.js';
-import { HeartbeatOrder, isStaleReport, type InstanceReports } from './worker-reports.js';
+import { HeartbeatOrder, isOlderCheckpoint, isStaleReport, type InstanceReports } from './worker-reports.js';
 import { WorkerSilenceWatch } from './worker-silence-watch.js';
 
 /**
@@ -248,10 +248,7 @@ export class WorkerTaskControl implements TaskControl {
         report.checkpoint !== undefined &&
         report.checkpoint.key !== task.lastCheckpointKey &&
         // Never back to an older one (a late report, a worker the controller replaced): the task resumes from it.
-        !(
-          task.lastCheckpointAtSeconds !== undefined &&
-          report.checkpoint.atSeconds < task.lastCheckpointAtSeconds
-        )
+        !isOlderCheckpoint(task, report.checkpoint)
       ) {
         this.store.recordCheckpoint(task.id, report.checkpoint.key, report.checkpoint.atSeconds, inst.id);
       }

@@ -30,12 +30,16 @@ async function taskRunning() {
   expect(task).toMatchObject({ state: 'running', instanceId: expect.any(String) });
   const checkpointKey = (seq: number): string =>
     `checkpoints/${job.id}/${task.id}/${String(seq).padStart(8, '0')}/manifest.json`;
-  /** A heartbeat reporting the task at `done` iterations with checkpoint `seq` (written at 1000 + 10·seq). */
+  /**
+   * A heartbeat reporting the task at `done` iterations with checkpoint `seq`, written at `writtenAt` by the worker
+   * host's clock (by default 1000 + 10·seq).
+   */
   const beat = (
     order: { bootId?: string; seq?: number },
     done: number,
     seq: number,
     control: WorkerTaskControl = workers,
+    writtenAt = 1000 + 10 * seq,
   ): HeartbeatResponse =>
     control.heartbeat(
       token(task.instanceId as string),
@@ -47,7 +51,7 @@ async function taskRunning() {
             attempt: 1,
             state: 'running',
             completedIterations: done,
-            checkpoint: { key: checkpointKey(seq), atSeconds: 1000 + 10 * seq },
+            checkpoint: { key: checkpointKey(seq), atSeconds: writtenAt },
           },
         ],
       }),
@@ -94,6 +98,18 @@ describe('heartbeats arriving out of order', () => {
     const again = workerTaskControlFor(store, clock, { objectStoreLocation: OBJECTS });
     beat({ bootId: 'boot-b', seq: 1 }, 36, 6, again);
     expect([progress(again), checkpoint()]).toEqual([36, checkpointKey(6)]);
+  });
+
+  it('checkpoint numbers, not the clocks of the hosts that wrote them, tell a newer checkpoint from an older one', async () => {
+    const { workers, beat, checkpoint, checkpointKey } = await taskRunning();
+    beat({ bootId: 'boot-a', seq: 1 }, 40, 4);
+    expect(checkpoint()).toBe(checkpointKey(4));
+    // The task resumed from checkpoint 4 under a worker whose host clock runs ten minutes behind the first one's.
+    beat({ bootId: 'boot-b', seq: 1 }, 45, 5, workers, 1040 - 600);
+    expect(checkpoint()).toBe(checkpointKey(5));
+    // And an older number stays refused, however late its host's clock says it was written.
+    beat({ bootId: 'boot-c', seq: 1 }, 30, 3, workers, 99_999);
+    expect(checkpoint()).toBe(checkpointKey(5));
   });
 
   it('a heartbeat numbered without its boot id, or the other way round, is refused naming the missing field', () => {
