@@ -3,7 +3,7 @@ import { z } from 'zod';
 /**
  * Where, in its work directory (a local instance's directory), a worker that gave up or was retired records when it
  * exited: in local mode no controller saw it go, and the local provider ends its instance then rather than when a
- * controller next notices. The worker writes it (worker/agent.ts), the local provider and local stops read it
+ * controller next notices. The worker writes it (worker/worker-exit-file.ts), the local provider and local stops read it
  * (cloud/local/worker-exit-record.ts).
  */
 export const WORKER_EXIT_FILE = 'worker-exit.json';

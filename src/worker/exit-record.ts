@@ -11,7 +11,7 @@ import type { LocalTask } from './task-record.js';
  * another instance: its end would run twice. A worker asked to run a task that ran before (a restore) looks here
  * first and reports the recorded exit instead of running it again. The same rule as checkpoints decides when to
  * look: only for a task the controller says ran before, so an old record under a reused job id is never read. It is
- * the first thing of an exit stored (task-lifecycle.ts `finished`): the last checkpoints and the log, stored after it,
+ * the first thing of an exit stored (task-exit.ts `handleExit`): the last checkpoints and the log, stored after it,
  * take as long as the store does.
  */
 

@@ -5,7 +5,7 @@ import type { LocalTask } from './task-record.js';
 /**
  * Exits the worker did not ask for that are stops from outside (a host shutdown, `docker stop`, a restarted engine; a
  * signal not from the worker for a process task), not the task's own end: such a task resumes from its last
- * checkpoint (task-lifecycle.ts `finished`).
+ * checkpoint (task-exit.ts `handleExit`).
  */
 
 /** A task's exit code when SIGTERM ended it (128 + 15), as Docker and the process executor report it. */

@@ -1,4 +1,4 @@
-import type { AgentLogger } from './agent.js';
+import type { AgentLogger } from './agent-options.js';
 import { ControllerRequestError } from './controller-client.js';
 import type { Executor } from './executor.js';
 import type { TaskLifecycle } from './task-lifecycle.js';

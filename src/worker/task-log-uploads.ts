@@ -1,5 +1,5 @@
 import type { ObjectStore } from '../storage/object-store.js';
-import type { AgentLogger, AgentOptions } from './agent.js';
+import type { AgentLogger, AgentOptions } from './agent-options.js';
 import type { StoreStepRetry } from './checkpoint-watcher.js';
 import { TaskLogShipper } from './task-log.js';
 import type { LocalTask } from './task-record.js';

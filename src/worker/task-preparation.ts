@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { checkpointKeys } from '../protocol/object-keys.js';
 import type { DesiredTask } from '../protocol/worker-protocol.js';
 import type { ObjectStore } from '../storage/object-store.js';
-import type { AgentLogger, AgentOptions } from './agent.js';
+import type { AgentLogger, AgentOptions } from './agent-options.js';
 import { fetchBuildContext } from './build-context.js';
 import type { StoreStepRetry } from './checkpoint-watcher.js';
 import { restoreLatestCheckpoint } from './checkpoints.js';

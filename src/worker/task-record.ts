@@ -32,8 +32,8 @@ const persistedSchema = z.object({
   /** The iterations its job declares (a task adopted after it exited during a stop may have done them all). */
   total: z.number().optional(),
   /**
-   * The most iterations it had done when an exit was taken for a stop from outside (task-lifecycle.ts
-   * stoppedFromOutside), and how many such stops in a row got no further than that: a run that resumes here after one
+   * The most iterations it had done when an exit was taken for a stop from outside (task-exit.ts
+   * stoppedOutside), and how many such stops in a row got no further than that: a run that resumes here after one
    * is a rerun, and one that keeps ending without getting further is taken at its word.
    */
   stoppedOutsideAt: z.number().optional(),
@@ -60,7 +60,7 @@ export interface LocalTask extends PersistedTask {
   /** The latest write of this record (task-lifecycle.ts persists one at a time). */
   persisting?: Promise<void> | undefined;
   lastLogUploadMs: number;
-  /** When the log position was last saved with the record (task-lifecycle.ts saves it at most once a minute). */
+  /** When the log position was last saved with the record (task-log-uploads.ts saves it at most once a minute). */
   lastLogPositionPersistMs?: number | undefined;
   /** The task's log uploads, chained (the newest settles last); undefined before the first. */
   logUploads?: Promise<void> | undefined;

@@ -8,7 +8,7 @@ import type { LocalTask } from './task-record.js';
 
 /**
  * What the worker's heartbeat reports of a task (the protocol's TaskReport); `outsideStops`: the stops from outside its
- * attempt has had on this worker (task-lifecycle.ts counts them).
+ * attempt has had on this worker (task-exit.ts counts them).
  */
 export function taskReport(t: LocalTask, outsideStops = 0): TaskReport {
   const state: ReportedTaskState = t.busy !== undefined && t.phase === 'running' ? 'running' : t.phase;

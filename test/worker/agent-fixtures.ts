@@ -6,7 +6,7 @@ import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { buildContextKey } from '../../src/protocol/object-keys.js';
 import type { ObjectStore } from '../../src/storage/object-store.js';
 import { readAll } from '../../src/storage/streams.js';
-import type { AgentLogger } from '../../src/worker/agent.js';
+import type { AgentLogger } from '../../src/worker/agent-options.js';
 import type { Executor, TaskLaunch } from '../../src/worker/executor.js';
 import { ControllerClient } from '../../src/worker/controller-client.js';
 import { launchSecretCredential } from '../../src/worker/launch-credential.js';

@@ -8,7 +8,8 @@ import { commandLogger } from '../log-output.js';
 import { claimWorkDir } from '../state-dir-lock.js';
 import { DEFAULT_LATENCY_STALE_SECONDS } from '../../controller/latency-matrix.js';
 import { openObjectStore } from '../../storage/open-object-store.js';
-import { DEFAULT_GIVE_UP_AFTER_SECONDS, WorkerAgent } from '../../worker/agent.js';
+import { WorkerAgent } from '../../worker/agent.js';
+import { DEFAULT_GIVE_UP_AFTER_SECONDS } from '../../worker/agent-options.js';
 import { ControllerClient } from '../../worker/controller-client.js';
 import {
   DEFAULT_PROBE_INTERVAL_SECONDS,

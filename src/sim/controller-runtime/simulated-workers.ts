@@ -34,7 +34,7 @@ import type { Timeline } from './timeline.js';
  *   has released it (its record turns `running`), or is dropped when the controller planned the job again. The
  *   workers hear the controller after each of its passes (`heartbeat`);
  * - spot (`evacuate`, `evict`, `reclaimed`): on EC2's interruption notice fleetwise's worker checkpoints and stops
- *   every task of its host at once (worker/agent.ts), as a checkpoint-stop does, while Karpenter's drain evicts them
+ *   every task of its host at once (worker/notice-response.ts), as a checkpoint-stop does, while Karpenter's drain evicts them
  *   with no checkpoint; when EC2 reclaims the host, what still ran there is lost. An evicted or reclaimed task's job
  *   goes back to its last checkpoint (world/spot-world.ts `rollBackToCheckpoint`, the engine's rule) and its siblings
  *   elsewhere wait for it, the job inactive, until the controller starts it again.
