@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import { applyPriceOverrides } from '../../core/catalog.js';
 import type { ValueOfTimeSetting } from '../../core/model.js';
 import { ValidationError } from '../../core/validation.js';
@@ -31,7 +32,7 @@ import { parseQuotaFlags, parseSimulateOptions, type RawSimulateOptions } from '
  */
 function refuseSpotPricesWithSpotOff(
   flagPrices: PriceOverridesFromFile | undefined,
-  configPath: string | undefined,
+  configured: { readonly path: string; readonly config: ControllerConfig } | undefined,
   tunedPrices: PriceOverridesFromFile | undefined,
 ): void {
   const why = 'needs --spot on (without it the runs buy on demand only)';
@@ -39,21 +40,50 @@ function refuseSpotPricesWithSpotOff(
     refuseSpotPricesWithoutSpot(flagPrices, why);
     return;
   }
-  if (configPath !== undefined) {
-    // The region is irrelevant here (the full load below checks the file against the catalog).
-    const config = loadControllerConfig({ flags: { config: configPath }, defaultRegion: 'us-east-1' });
-    const overrides = config.priceOverrides;
-    if (overrides?.spotPricePerType !== undefined)
-      throw new ValidationError(configPath, [
+  const overrides = configured?.config.priceOverrides;
+  if (configured !== undefined && overrides !== undefined) {
+    if (overrides.spotPricePerType !== undefined)
+      throw new ValidationError(configured.path, [
         `priceOverrides.spotPricePerType: prices spot instances: ${why}`,
       ]);
-    if (overrides?.spotDiscountPercent !== undefined)
-      throw new ValidationError(configPath, [
+    if (overrides.spotDiscountPercent !== undefined)
+      throw new ValidationError(configured.path, [
         `priceOverrides.spotDiscountPercent: discounts spot instances: ${why}`,
       ]);
-    if (overrides !== undefined) return;
+    return;
   }
   if (tunedPrices !== undefined) refuseSpotPricesWithoutSpot(tunedPrices, why, tunedPrices.source);
+}
+
+/**
+ * The catalog file the runs take: `--catalog`, else a controller config's `catalog:` (resolved from the config file's
+ * directory, as the controller resolves it), else a tuned queue config's, else the bundled one (undefined). A config
+ * and a queue config naming different catalogs are refused, naming both: the queue was tuned on its catalog's prices
+ * and the config's caps and price overrides are written for its own, so either choice would run something neither file
+ * describes; `--catalog` settles it.
+ */
+function catalogChoice(
+  flag: string | undefined,
+  configured: NamedCatalog | undefined,
+  tuned: NamedCatalog | undefined,
+): string | undefined {
+  if (flag !== undefined) return flag;
+  if (
+    configured?.catalog !== undefined &&
+    tuned?.catalog !== undefined &&
+    resolve(configured.catalog) !== resolve(tuned.catalog)
+  )
+    throw new ValidationError(`${configured.path}: catalog`, [
+      `${configured.catalog}, but ${tuned.path} was tuned on ${tuned.catalog}: give --catalog FILE to choose ` +
+        'one, or make the two files name the same catalog',
+    ]);
+  return configured?.catalog ?? tuned?.catalog;
+}
+
+/** The catalog a file names (absolute), if any, and the file. */
+interface NamedCatalog {
+  readonly path: string;
+  readonly catalog: string | undefined;
 }
 
 /**
@@ -85,10 +115,25 @@ export function simulationPlan(raw: RawSimulateOptions) {
   // Read before the catalog loads: a tuned queue config may name the catalog and the prices it ran with.
   const queueFile = flags.queueConfig === undefined ? undefined : readQueueConfigFile(flags.queueConfig);
   const tunedScheduler = tunedSchedulerOf(queueFile, flags.schedulers, flags.queueConfig);
-  // Its catalog where no --catalog is given.
-  const o = { ...flags, catalog: flags.catalog ?? queueFile?.catalog };
+  // A controller config read before the catalog loads too, for the catalog it names (the controller does the same:
+  // the full load below takes its region from the catalog). The region here is irrelevant to what is read of it.
+  const preliminary =
+    flags.config === undefined
+      ? undefined
+      : {
+          path: flags.config,
+          config: loadControllerConfig({ flags: { config: flags.config }, defaultRegion: 'us-east-1' }),
+        };
+  const o = {
+    ...flags,
+    catalog: catalogChoice(
+      flags.catalog,
+      preliminary === undefined ? undefined : { path: preliminary.path, catalog: preliminary.config.catalog },
+      flags.queueConfig === undefined ? undefined : { path: flags.queueConfig, catalog: queueFile?.catalog },
+    ),
+  };
   const flagPrices = o.priceOverrides === undefined ? undefined : readPriceOverridesFile(o.priceOverrides);
-  if (o.spot !== 'on') refuseSpotPricesWithSpotOff(flagPrices, o.config, queueFile?.priceOverrides);
+  if (o.spot !== 'on') refuseSpotPricesWithSpotOff(flagPrices, preliminary, queueFile?.priceOverrides);
   const loaded = loadTraceFlags(o, o.spot === 'on', flagPrices);
   const { traceSpec, trace } = loaded;
 

@@ -151,7 +151,7 @@ function simulateOptions(command: Command): Command {
     )
     .option(
       '--config <file>',
-      "simulate a controller config (fleetwise.yaml): its caps, queue classes, round period and scheduler tunables; with --runtime controller, the controller's own settings",
+      "simulate a controller config (fleetwise.yaml): its caps, queue classes, round period, scheduler tunables, catalog and price overrides; with --runtime controller, the controller's own settings",
     )
     .option(
       '--poll-seconds <s>',
