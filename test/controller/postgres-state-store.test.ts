@@ -193,11 +193,16 @@ describeWithPostgres('PostgresStateStore on a real server', (pg) => {
       const insert = (body: unknown, n: unknown): number =>
         connection.run('INSERT INTO notes (body, n) VALUES (?, ?)', body as Param, n as Param);
       expect(() => insert(undefined, 1)).toThrow(StateStoreFaultError);
+      // Quoting the statement as its caller wrote it, as the SQLite store does.
       expect(() => insert(undefined, 1)).toThrow(
-        /cannot store undefined \(parameter 1 of `INSERT INTO notes \(body, n\) VALUES \(\$1, \$2\)`\)/,
+        /cannot store undefined as notes\.body \(parameter 1 of `INSERT INTO notes \(body, n\) VALUES \(\?, \?\)`\)/,
       );
       for (const n of [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY])
-        expect(() => insert('x', n)).toThrow(`cannot store ${String(n)} (parameter 2 of`);
+        expect(() => insert('x', n)).toThrow(`cannot store ${String(n)} as notes.n (parameter 2 of`);
+      // The store's own `$n` statements (schema, lease) name theirs too.
+      expect(() =>
+        connection.query('UPDATE notes SET body = $2 WHERE n = $1', [Number.NaN as Param, 'y']),
+      ).toThrow('cannot store NaN as notes.n (parameter 1 of `UPDATE notes SET body = $2 WHERE n = $1`)');
       expect(insert('kept', 1.5)).toBe(1);
       expect(connection.all('SELECT body FROM notes')).toEqual([{ body: 'kept' }]);
     } finally {

@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { chmodSync, closeSync, existsSync, openSync } from 'node:fs';
 import { StateStoreFaultError, wallClockSeconds, type StateStoreOptions } from '../state-store.js';
 import type { Param, Row } from './sql/connection.js';
+import { checkParams } from './sql/parameter-check.js';
 import { SqlStateStore } from './sql-state-store.js';
 import { SqliteConnection } from './sqlite/connection.js';
 import { ensureStoreId, migrate } from './sqlite/migrate.js';
@@ -41,7 +42,9 @@ function stateFileError(path: string, e: unknown): unknown {
 
 /**
  * The store's connection, whose reads and writes report a damaged file by its path: damage often shows only when a
- * query first reaches the broken pages, long after the file opened.
+ * query first reaches the broken pages, long after the file opened. A parameter PostgreSQL would not store alike
+ * (undefined, NaN, Infinity: better-sqlite3 binds the first two as NULL) is refused before its statement runs, as
+ * the PostgreSQL store refuses it (sql/parameter-check.ts).
  */
 class StateFileConnection extends SqliteConnection {
   constructor(
@@ -53,14 +56,17 @@ class StateFileConnection extends SqliteConnection {
   }
 
   override run(sql: string, ...params: Param[]): number {
+    checkParams(sql, params);
     return this.naming(() => super.run(sql, ...params));
   }
 
   override get(sql: string, ...params: Param[]): Row | undefined {
+    checkParams(sql, params);
     return this.naming(() => super.get(sql, ...params));
   }
 
   override all(sql: string, ...params: Param[]): Row[] {
+    checkParams(sql, params);
     return this.naming(() => super.all(sql, ...params));
   }
 

@@ -1,11 +1,6 @@
 import { StateStoreError } from '../../state-store.js';
-import {
-  checkParams,
-  type NumberedTable,
-  type Param,
-  type Row,
-  type SqlConnection,
-} from '../sql/connection.js';
+import type { NumberedTable, Param, Row, SqlConnection } from '../sql/connection.js';
+import { checkParams } from '../sql/parameter-check.js';
 import { boundedConninfo, redactUrl, type ConnectionBounds } from './conninfo.js';
 import { CONNECTION_BAD, endNativeClient, newNativeClient, type NativeClient } from './native-client.js';
 
@@ -130,7 +125,7 @@ export class PostgresConnection implements SqlConnection {
     // A write outside a transaction still gets its own, so the commit check covers it.
     if (this.depth === 0) return this.transaction(() => this.run(sql, ...params));
     this.wrote = true;
-    this.execute(this.translate(sql), params);
+    this.execute(this.translate(sql), params, sql);
     const changed = Number.parseInt(this.client.pq.cmdTuples(), 10);
     return Number.isNaN(changed) ? 0 : changed;
   }
@@ -142,8 +137,8 @@ export class PostgresConnection implements SqlConnection {
   all(sql: string, ...params: Param[]): Row[] {
     const text = this.translate(sql);
     // Outside a transaction a read stands alone: repeating it on a new connection changes nothing.
-    if (this.depth === 0) return this.retriedOnNewConnection(() => this.execute(text, params));
-    return this.execute(text, params);
+    if (this.depth === 0) return this.retriedOnNewConnection(() => this.execute(text, params, sql));
+    return this.execute(text, params, sql);
   }
 
   /** From the `counters` row of the table, locked until the transaction ends (so numbers follow commit order). */
@@ -197,9 +192,11 @@ export class PostgresConnection implements SqlConnection {
     endNativeClient(this.client);
   }
 
-  private execute(sql: string, params: readonly Param[]): Row[] {
+  /** `asWritten`: the statement as its caller wrote it (`?` parameters), which a refused parameter's error quotes. */
+  private execute(sql: string, params: readonly Param[], asWritten = sql): Row[] {
     if (this.closed) throw new StateStoreError('the PostgreSQL store is closed');
-    checkParams(sql, params);
+    // As SQLite does (sqlite-state-store.ts), so a value neither stores alike is refused alike, in the same words.
+    checkParams(asWritten, params);
     // libpq sends text parameters as C strings: one holding NUL would be cut there and stored short, without an error.
     // Each NUL is stored as U+FFFD instead, so that no write (a task's failure reason quoting binary output, an event)
     // is lost or refused for it; the API refuses control characters in the text users send.

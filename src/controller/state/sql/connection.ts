@@ -1,5 +1,3 @@
-import { StateStoreFaultError } from '../../state-store.js';
-
 export type Row = Record<string, unknown>;
 export type Param = string | number | null;
 
@@ -56,26 +54,4 @@ export class Where {
   sql(): string {
     return this.clauses.length === 0 ? '' : `WHERE ${this.clauses.join(' AND ')}`;
   }
-}
-
-/**
- * Refuse a parameter the two databases would not store alike, naming the statement: PostgreSQL is sent parameters as
- * text, so undefined goes as the word `undefined` (JSON text no read parses) and NaN or Infinity as theirs (kept by a
- * DOUBLE PRECISION column, refused by an integer one without saying which parameter), while SQLite binds undefined
- * and NaN as NULL. The type rules these values out; a caller's value at run time need not follow it.
- */
-export function checkParams(sql: string, params: readonly Param[]): void {
-  for (const [i, p] of params.entries()) {
-    const value: unknown = p;
-    if (value === undefined || (typeof value === 'number' && !Number.isFinite(value)))
-      throw new StateStoreFaultError(
-        `cannot store ${String(value)} (parameter ${i + 1} of \`${statementHead(sql)}\`): the state keeps finite numbers, text and null`,
-      );
-  }
-}
-
-/** The start of a statement, enough to tell which it is. */
-function statementHead(sql: string): string {
-  const flat = sql.replace(/\s+/g, ' ').trim();
-  return flat.length > 60 ? `${flat.slice(0, 60)}…` : flat;
 }
