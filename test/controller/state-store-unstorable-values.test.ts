@@ -5,6 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
+import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { PostgresStateStore } from '../../src/controller/state/postgres-state-store.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { StateStoreFaultError, type StateStore } from '../../src/controller/state-store.js';
@@ -222,3 +223,55 @@ describe.each(SQL_STORES)(
     });
   },
 );
+
+describe('MemoryStateStore refuses what the SQL stores refuse, so a simulation fails where a controller would', () => {
+  let clock: () => number = () => 1000;
+  const open = (): StateStore => new MemoryStateStore({ nowSeconds: () => clock() });
+  afterEach(() => {
+    clock = () => 1000;
+  });
+
+  it('refuses a non-finite checkpoint time, naming the field, and keeps the task’s last checkpoint', () => {
+    const store = open();
+    store.submitJob(RESNET);
+    store.recordCheckpoint('job-1.0', 's3://ckpt/1', 900);
+    const before = contents(store);
+    for (const at of NON_FINITE)
+      expect(() => store.recordCheckpoint('job-1.0', 's3://ckpt/2', at)).toThrow(
+        new StateStoreFaultError(
+          `cannot store ${String(at)} as lastCheckpointAtSeconds of job-1.0: ` +
+            'the state keeps finite numbers, text and null',
+        ),
+      );
+    expect(contents(store)).toEqual(before);
+    expect(store.recordCheckpoint('job-1.0', 's3://ckpt/2', 950).lastCheckpointAtSeconds).toBe(950);
+  });
+
+  it('rolls back the whole transaction, ids included, and refuses a NaN clock, counter or intent round', () => {
+    const store = open();
+    expect(() =>
+      store.transaction(() => {
+        store.submitJob(RESNET);
+        store.createInstance({ typeName: 'p3.2xlarge' });
+        store.recordCheckpoint('job-1.0', 's3://ckpt/1', Number.NaN);
+      }),
+    ).toThrow(StateStoreFaultError);
+    expect(contents(store)).toEqual(EMPTY);
+    clock = () => Number.NaN;
+    expect(() => store.submitJob(RESNET)).toThrow(StateStoreFaultError);
+    expect(() => store.appendEvent({ kind: 'note', message: 'x' })).toThrow(
+      /^cannot store NaN as an event time:/,
+    );
+    clock = () => 1000;
+    expect(contents(store)).toEqual(EMPTY);
+    expect(store.submitJob(RESNET).id).toBe('job-1');
+    expect(store.createInstance({ typeName: 'p3.2xlarge' }).id).toBe('inst-1');
+    expect(() => store.reserveJobIds(Number.NaN)).toThrow(/^cannot store NaN as the job counter:/);
+    expect(store.submitJob(RESNET).id).toBe('job-2');
+    const payload = { instanceId: 'inst-1' };
+    expect(() => store.recordIntent({ kind: 'terminate', payload }, { round: Number.NaN })).toThrow(
+      StateStoreFaultError,
+    );
+    expect(store.listIntents()).toEqual([]);
+  });
+});

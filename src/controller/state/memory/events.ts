@@ -1,7 +1,7 @@
 import { MemoryEventLog } from '../../memory-event-log.js';
 import type { EventFilter, EventInput, EventRecord } from '../../state-store.js';
 import { checkEvent, frozenCopy, type Change } from '../lifecycle.js';
-import type { MemoryTransactions, Transact } from './transactions.js';
+import { checkStorable, type MemoryTransactions, type Transact } from './transactions.js';
 
 /**
  * The memory store's event log (memory-event-log.ts indexes it), and the one way the other tables write a changed
@@ -33,6 +33,7 @@ export class MemoryEvents {
   }
 
   emit(event: EventInput, atSeconds: number): EventRecord {
+    checkStorable(atSeconds, 'an event time');
     const record = frozenCopy({
       ...withoutUndefined(event),
       seq: this.tx.next('event'),

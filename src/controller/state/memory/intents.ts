@@ -6,7 +6,7 @@ import {
   type IntentRecord,
 } from '../../state-store.js';
 import { checkIntent, frozenCopy } from '../lifecycle.js';
-import type { MemoryTransactions, Transact } from './transactions.js';
+import { checkStorable, type MemoryTransactions, type Transact } from './transactions.js';
 
 /** The memory store's intents: side effects written before they happen, completed by their outcome. */
 export class MemoryIntents {
@@ -31,6 +31,8 @@ export class MemoryIntents {
       const existing = options.key === undefined ? undefined : this.intentByKey.get(options.key);
       if (existing !== undefined) return this.intents.get(existing) as IntentRecord;
       checkIntent(intent);
+      // Before the copy, which would write a NaN as null.
+      if (options.round !== undefined) checkStorable(options.round, 'the round of an intent');
       const now = this.tx.now();
       const record = frozenCopy({
         ...intent,

@@ -1,6 +1,6 @@
 import type { RoundInput, RoundRecord, RoundWindow } from '../../state-store.js';
 import { frozenCopy } from '../lifecycle.js';
-import type { MemoryTransactions, Transact } from './transactions.js';
+import { checkStorable, type MemoryTransactions, type Transact } from './transactions.js';
 
 /** The memory store's rounds: each round's configuration and decision. */
 export class MemoryRounds {
@@ -13,9 +13,12 @@ export class MemoryRounds {
 
   recordRound(input: RoundInput): RoundRecord {
     return this.transaction(() => {
+      const atSeconds = this.tx.now();
+      // Before the copy, which would write a NaN as null.
+      checkStorable(atSeconds, 'a round time');
       const record = frozenCopy({
         round: this.tx.next('round'),
-        atSeconds: this.tx.now(),
+        atSeconds,
         configuration: input.configuration,
         decision: input.decision,
       });

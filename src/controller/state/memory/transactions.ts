@@ -1,4 +1,4 @@
-import { StateStoreError } from '../../state-store.js';
+import { StateStoreError, StateStoreFaultError } from '../../state-store.js';
 
 export type Counter = 'job' | 'instance' | 'intent' | 'round' | 'event';
 
@@ -59,10 +59,15 @@ export class MemoryTransactions {
     this.closed = true;
   }
 
-  /** Set (or with `undefined`, delete) a map entry, journaling the previous value. */
+  /**
+   * Set (or with `undefined`, delete) a map entry, journaling the previous value. A record holding a number that is
+   * not finite is refused, as the SQL stores refuse it (sql/parameter-check.ts): a simulation must fail where a
+   * controller on SQLite or PostgreSQL would.
+   */
   put<K, V>(map: Map<K, V>, key: K, value: V | undefined): void {
     const journal = this.journal;
     if (journal === undefined) throw new Error('internal: write outside a transaction');
+    checkStorable(value, String(key));
     const had = map.has(key);
     const previous = map.get(key);
     journal.push(() => (had ? map.set(key, previous as V) : map.delete(key)));
@@ -81,6 +86,7 @@ export class MemoryTransactions {
   claim(counter: Counter, n: number): number {
     const journal = this.journal;
     if (journal === undefined) throw new Error('internal: counter outside a transaction');
+    checkStorable(n, `the ${counter} counter`);
     const before = this.counters.get(counter) ?? 0;
     if (n > before) {
       this.counters.set(counter, n);
@@ -101,4 +107,21 @@ export class MemoryTransactions {
   private checkOpen(): void {
     if (this.closed) throw new StateStoreError('the state store is closed');
   }
+}
+
+/** Refuse a number that is not finite, alone or as one of a record's own fields (`what` names the record). */
+export function checkStorable(value: unknown, what: string): void {
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value)) throw unstorable(value, what);
+    return;
+  }
+  if (typeof value !== 'object' || value === null) return;
+  for (const [field, v] of Object.entries(value))
+    if (typeof v === 'number' && !Number.isFinite(v)) throw unstorable(v, `${field} of ${what}`);
+}
+
+function unstorable(value: number, what: string): StateStoreFaultError {
+  return new StateStoreFaultError(
+    `cannot store ${String(value)} as ${what}: the state keeps finite numbers, text and null`,
+  );
 }
