@@ -1,10 +1,10 @@
-import { MemoryEventLog } from '../../memory-event-log.js';
+import { MemoryEventLog } from './event-log.js';
 import type { EventFilter, EventInput, EventRecord } from '../../state-store.js';
 import { checkEvent, frozenCopy, type Change } from '../lifecycle.js';
 import { checkStorable, type MemoryTransactions, type Transact } from './transactions.js';
 
 /**
- * The memory store's event log (memory-event-log.ts indexes it), and the one way the other tables write a changed
+ * The memory store's event log (event-log.ts indexes it), and the one way the other tables write a changed
  * record: the record and the event its change emits, in the same transaction.
  */
 export class MemoryEvents {

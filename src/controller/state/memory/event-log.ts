@@ -1,4 +1,4 @@
-import type { EventFilter, EventRecord } from './state-store.js';
+import type { EventFilter, EventRecord } from '../../state-store.js';
 
 /**
  * The memory store's event log: every event in sequence order, and indexed by job, instance, kind, and job or instance
