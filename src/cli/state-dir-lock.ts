@@ -1,5 +1,15 @@
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import {
+  accessSync,
+  constants,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 
 /**
@@ -15,7 +25,8 @@ import Database from 'better-sqlite3';
  * `worker.lock`), held for the process's life in a transaction never committed. Only its holder reads and replaces
  * the pid file; the pid file still says who holds the directory, to `fleetwise down` and to fleetwise versions that
  * know only the pid file (a live one named there is still refused). The lock file stays: removing it while another
- * claimer has it open would let a third lock a new file and both hold "the" lock.
+ * claimer has it open would let a third lock a new file and both hold "the" lock. A lock file this process may not
+ * write (another user's, read-only, on a read-only mount) can be neither taken nor tested: that is refused, not guessed.
  */
 
 /** The running controller's pid file, in the state directory (`fleetwise down` reads it). */
@@ -175,23 +186,84 @@ export function claimWorkDir(workDir: string, probe: ProcessProbe = procProbe): 
 const heldLocks = new Set<Database.Database>();
 
 /**
+ * The lock file can be opened only for reading (another user's, a read-only mode, a read-only file system): this
+ * process can neither take its lock nor see whether another holds it.
+ */
+export class LockFileNotWritableError extends Error {
+  constructor(
+    readonly lockPath: string,
+    /** Why, e.g. `not writable by uid 1000 (EACCES; the file is uid 0's, mode 0644)`. */
+    readonly reason: string,
+    /** What makes it writable, for the user to do. */
+    readonly remedy: string,
+    options: ErrorOptions,
+  ) {
+    super(`cannot lock ${lockPath}: ${reason}: ${remedy}`, options);
+  }
+}
+
+/** Why this process may not write `lockPath`, and what would let it, for a connection SQLite opened read-only. */
+function notWritable(lockPath: string, cause: unknown): LockFileNotWritableError {
+  let code = 'SQLite opened it read-only';
+  try {
+    accessSync(lockPath, constants.W_OK);
+  } catch (e) {
+    code = (e as NodeJS.ErrnoException).code ?? code;
+  }
+  if (code === 'EROFS')
+    return new LockFileNotWritableError(
+      lockPath,
+      'not writable (EROFS: its file system is read-only)',
+      'use a directory on a writable file system',
+      { cause },
+    );
+  const uid = process.geteuid?.();
+  let file: { readonly uid: number; readonly mode: number } | undefined;
+  try {
+    file = statSync(lockPath);
+  } catch {
+    // gone meanwhile: said without its owner
+  }
+  const reason = `not writable by uid ${uid ?? '?'} (${code}${
+    file === undefined
+      ? ''
+      : `; the file is uid ${file.uid}'s, mode ${(file.mode & 0o7777).toString(8).padStart(4, '0')}`
+  })`;
+  const remedy =
+    file === undefined
+      ? `run as the owner of ${dirname(lockPath)}, or make the file writable for this user`
+      : file.uid === uid
+        ? `make it writable (chmod u+w ${lockPath})`
+        : `run as its owner (uid ${file.uid}), or make it writable for uid ${uid ?? '?'}`;
+  return new LockFileNotWritableError(lockPath, reason, remedy, { cause });
+}
+
+/**
  * Take the kernel lock on `lockPath` (created if need be), or undefined when another process, or another claim of
- * this one, holds it. BEGIN IMMEDIATE takes SQLite's RESERVED lock, which one connection at a time may hold; unlike
- * an EXCLUSIVE lock it never waits for other claimers' SHARED locks, so with no busy timeout a claim held elsewhere is
- * refused at once and of claimers racing exactly one wins. SQLite's unix VFS refuses it to a second connection of the
- * same process too.
+ * this one, holds it; LockFileNotWritableError when this process may not write the file. BEGIN IMMEDIATE takes
+ * SQLite's RESERVED lock, which one connection at a time may hold; unlike an EXCLUSIVE lock it never waits for other
+ * claimers' SHARED locks, so with no busy timeout a claim held elsewhere is refused at once and of claimers racing
+ * exactly one wins. SQLite's unix VFS refuses it to a second connection of the same process too.
+ *
+ * A file the process may not write, SQLite opens read-only without a word, and there BEGIN IMMEDIATE succeeds taking
+ * no lock. A write in the transaction tells, from the connection itself: it is refused on a read-only one, and on a
+ * writable one it stays in the page cache, never committed. (Opening the file in Node to check would not do: closing
+ * any descriptor of a file drops every fcntl lock this process holds on it.)
  */
 function takeKernelLock(lockPath: string): Database.Database | undefined {
   let db: Database.Database | undefined;
   try {
     db = new Database(lockPath, { timeout: 0 });
-    // The transaction writes nothing: a journal in memory leaves no `-journal` file beside the lock, even when its
-    // holder is killed.
+    // The transaction writes nothing to the file: a journal in memory leaves no `-journal` file beside the lock, even
+    // when its holder is killed.
     db.pragma('journal_mode = MEMORY');
     db.exec('BEGIN IMMEDIATE');
+    db.pragma('user_version = 0');
   } catch (e) {
     db?.close();
-    if ((e as { code?: unknown }).code === 'SQLITE_BUSY') return undefined;
+    const code = (e as { code?: unknown }).code;
+    if (code === 'SQLITE_BUSY') return undefined;
+    if (code === 'SQLITE_READONLY') throw notWritable(lockPath, e);
     throw new Error(`cannot lock ${lockPath}: ${(e as Error).message}`, { cause: e });
   }
   heldLocks.add(db);
@@ -205,12 +277,24 @@ export function lockFileOf(dir: string, pidFile: string = PID_FILE): string {
 
 /**
  * Whether a live process holds the directory's kernel lock (`controller.lock`, or `worker.lock` given the worker's pid
- * file), whatever its pid file says: one whose pid file was removed by hand still runs, and still launches.
+ * file), whatever its pid file says: one whose pid file was removed by hand still runs, and still launches. Throws
+ * when it cannot tell (the lock file is not writable by this process): "free" would be a guess.
  */
 export function dirLockHeld(dir: string, file: string = PID_FILE): boolean {
   const lockPath = lockFileOf(dir, file);
   if (!existsSync(lockPath)) return false;
-  const lock = takeKernelLock(lockPath);
+  let lock: Database.Database | undefined;
+  try {
+    lock = takeKernelLock(lockPath);
+  } catch (e) {
+    if (!(e instanceof LockFileNotWritableError)) throw e;
+    const kind = file === WORKER_PID_FILE ? 'worker' : 'controller';
+    throw new Error(
+      `cannot tell whether a ${kind} is using ${dir}: its lock ${lockPath} is ${e.reason}, so this process can ` +
+        `neither test nor take it: ${e.remedy}`,
+      { cause: e },
+    );
+  }
   if (lock === undefined) return true;
   heldLocks.delete(lock);
   lock.close();

@@ -1,8 +1,10 @@
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+import { CLI, ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 import {
   killLocalLeftovers,
   LOCAL_ADMIN_TOKEN,
@@ -53,9 +55,18 @@ describe('fleetwise token (CLI subprocess)', () => {
     const jobs = await runCli(['jobs', '--json'], env(record.token));
     expect(jobs.code, jobs.stderr).toBe(0);
 
-    const table = await runCli(['token', 'create', '--team', 'nlp'], env(LOCAL_ADMIN_TOKEN));
-    expect(table.code, table.stderr).toBe(0);
-    expect(table.stdout).toMatch(/shown once/);
+    // Without --json, stdout is the token alone and the note about it goes to stderr.
+    const plain = await runCli(
+      ['token', 'create', '--team', 'nlp', '--label', 'etl'],
+      env(LOCAL_ADMIN_TOKEN),
+    );
+    expect(plain.code, plain.stderr).toBe(0);
+    expect(plain.stdout).toMatch(/^\S{32,}\n$/);
+    const nlpId = createHash('sha256').update(plain.stdout.slice(0, -1)).digest('hex').slice(0, 12);
+    expect(plain.stderr).toBe(
+      `token ${nlpId} for team nlp (etl): shown once, the controller keeps only its hash; ` +
+        'give it to the team as FLEETWISE_TOKEN\n',
+    );
 
     const listed = await runCli(['token', 'list'], env(LOCAL_ADMIN_TOKEN));
     expect(listed.code, listed.stderr).toBe(0);
@@ -145,5 +156,33 @@ describe('fleetwise token (CLI subprocess)', () => {
     expect(beyondLatin1.code).toBe(2);
     expect(beyondLatin1.stderr).toMatch(/FLEETWISE_TOKEN\n {2}- the token holds whitespace/);
     expect(beyondLatin1.stderr).not.toContain('secret');
+  }, 60_000);
+
+  it('prints a token a shell capture or redirect can use as FLEETWISE_TOKEN as it is', async () => {
+    const tokenFile = join(scratch, 'team.token');
+    // As a user would: capture the one showing, then use it, through sh.
+    const script =
+      `T=$("$NODE" "$CLI" token create --team capture) && FLEETWISE_TOKEN=$T "$NODE" "$CLI" jobs --json && ` +
+      `"$NODE" "$CLI" token create --team capture > "$FILE" && FLEETWISE_TOKEN=$(cat "$FILE") "$NODE" "$CLI" jobs --json`;
+    const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      execFile(
+        'sh',
+        ['-c', script],
+        { env: { ...env(LOCAL_ADMIN_TOKEN), NODE: process.execPath, CLI, FILE: tokenFile } },
+        (error, stdout, stderr) => {
+          resolve({
+            code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1,
+            stdout,
+            stderr,
+          });
+        },
+      );
+    });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).not.toMatch(/holds whitespace/);
+    // Both team listings answered (the team has no jobs), and the explanations went to the terminal.
+    expect(run.stdout).toBe('[]\n[]\n');
+    expect(run.stderr.match(/for team capture: shown once/g)).toHaveLength(2);
+    expect(readFileSync(tokenFile, 'utf8')).toMatch(/^\S{32,}\n$/);
   }, 60_000);
 });

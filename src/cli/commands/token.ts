@@ -32,7 +32,9 @@ export function registerToken(program: Command): void {
   addConnectionOptions(
     token
       .command('create')
-      .description('create a token for a team; it is printed once and only its hash is kept')
+      .description(
+        'create a token for a team; it is printed once, alone on stdout, and only its hash is kept',
+      )
       .requiredOption('--team <team>', 'the team the token submits and reads for')
       .option('--label <text>', 'a note for listings (who or what uses it)')
       .option('--json', 'print the token and its record as JSON'),
@@ -41,9 +43,11 @@ export function registerToken(program: Command): void {
     warnOf(answer);
     if (options.json === true) return printJson(answer);
     const created = terminalSafeDeep(answer);
-    process.stdout.write(
-      `${created.token}\n` +
-        `token ${created.id} for team ${created.team}${created.label === undefined ? '' : ` (${created.label})`}: ` +
+    // stdout is the token alone, so `T=$(fleetwise token create …)` or `> file` keeps exactly the token: it is shown
+    // once, and a capture that took the explanation too would not authenticate.
+    process.stdout.write(`${created.token}\n`);
+    process.stderr.write(
+      `token ${created.id} for team ${created.team}${created.label === undefined ? '' : ` (${created.label})`}: ` +
         'shown once, the controller keeps only its hash; give it to the team as FLEETWISE_TOKEN\n',
     );
   });
