@@ -15,7 +15,8 @@ import { CPU_SMALL, jobSpec, liveRecords } from './controller-fixtures.js';
  * A real SIGKILL of `node dist/cli/main.js controller` (the test script builds dist first): once at the worst moment
  * (RunInstances returned, its result not yet recorded: FLEETWISE_CRASH_AT makes the process kill itself there) and
  * once from outside, as the acceptance check does. Restarted from its state directory, the controller finds the
- * instance by its launch token, launches no second one, and still cleans up.
+ * instance by its launch token, launches no second one, and still cleans up. Killed again and again (a crash loop), the
+ * controllers together still replace an instance whose worker never registers.
  */
 
 const MAIN = join(PROJECT_ROOT, 'dist', 'cli', 'main.js');
@@ -154,6 +155,73 @@ describeWithMoto(
       expect(stopped.code, stopped.stderr).toBe(0);
       reader.close();
     });
+
+    it('a controller killed again and again, each time sooner than the registration timeout, still replaces an instance whose worker never registers', async () => {
+      if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run "npm run build" first (npm test does)`);
+      const timeoutSeconds = 6;
+      const stateDir = join(scratch, 'crash-loop-state');
+      const dbPath = join(stateDir, 'state.db');
+      // With a worker bootstrap (its controller URL is never called: moto boots nothing), the controller waits for each
+      // instance's worker to register, and none ever does.
+      const args = [
+        'controller',
+        '--provider',
+        'aws',
+        '--cluster',
+        'crash-loop-test',
+        '--state-dir',
+        stateDir,
+        '--round-seconds',
+        '1',
+        '--poll-seconds',
+        '1',
+        '--ami',
+        AMI,
+        '--object-store',
+        join(scratch, 'crash-loop-objects'),
+        '--listen',
+        '127.0.0.1:0',
+        '--worker-controller-url',
+        'http://127.0.0.1:9',
+        '--registration-timeout-seconds',
+        String(timeoutSeconds),
+      ];
+      const env: NodeJS.ProcessEnv = { ...moto.childEnv };
+      delete env.FLEETWISE_ADMIN_TOKEN;
+      const reader = { store: undefined as SqliteStateStore | undefined };
+      const replacements = (): number =>
+        reader.store?.listEvents({ kind: 'instance.registration-timeout' }).length ?? 0;
+      /** Seconds from each controller's recovery pass (where it starts counting) to its death. */
+      const lives: number[] = [];
+      try {
+        // Each controller is killed half the timeout after its recovery pass.
+        while (replacements() === 0 && lives.length < 12) {
+          const life = start(args, env);
+          await until('the controller to recover', () => {
+            if (life.child.exitCode !== null) throw new Error(`the controller exited: ${life.stderr()}`);
+            return life.stderr().includes('recovered state') ? true : undefined;
+          });
+          const recoveredMs = performance.now();
+          if (lives.length === 0) {
+            reader.store = new SqliteStateStore(dbPath);
+            reader.store.submitJob(jobSpec('small', CPU_SMALL));
+          }
+          await new Promise((r) => setTimeout(r, (timeoutSeconds / 2) * 1000));
+          life.child.kill('SIGKILL');
+          const killed = await life.exit;
+          lives.push((performance.now() - recoveredMs) / 1000);
+          expect(killed.signal, killed.stderr).toBe('SIGKILL');
+        }
+        // Replaced once (its replacement waits for the 60 s launch backoff), though no controller lived the timeout
+        // (with a second to spare for its recovery pass, logged just after it began counting): their lives summed.
+        expect(replacements()).toBe(1);
+        expect(lives.length).toBeGreaterThanOrEqual(2);
+        for (const seconds of lives) expect(seconds).toBeLessThan(timeoutSeconds - 1);
+        expect(reader.store?.getInstance('inst-1')?.state).not.toBe('running');
+      } finally {
+        reader.store?.close();
+      }
+    }, 120_000);
   },
   { resetBeforeEach: false },
 );
