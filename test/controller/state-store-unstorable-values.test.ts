@@ -274,4 +274,29 @@ describe('MemoryStateStore refuses what the SQL stores refuse, so a simulation f
     );
     expect(store.listIntents()).toEqual([]);
   });
+
+  it('refuses a kept submission time that is missing, and a read by a NaN bound, as the SQL stores do', () => {
+    const store = open();
+    for (const submittedAtSeconds of [undefined, Number.NaN])
+      expect(() =>
+        store.submitJob(RESNET, { id: 'job-5', submittedAtSeconds: submittedAtSeconds as unknown as number }),
+      ).toThrow(
+        new StateStoreFaultError(
+          `cannot store ${String(submittedAtSeconds)} as submittedAtSeconds of job-5: ` +
+            'the state keeps finite numbers, text and null',
+        ),
+      );
+    expect(store.listJobs()).toEqual([]);
+    expect(store.submitJob(RESNET).id).toBe('job-1');
+    expect(() => store.listRounds(10, { sinceSeconds: Number.NaN })).toThrow(
+      /^cannot query by NaN as a round time:/,
+    );
+    expect(() => store.listEvents({ afterSeq: Number.NaN })).toThrow(
+      /^cannot query by NaN as an event number:/,
+    );
+    expect(() => store.listJobs({ endedSince: Number.NaN })).toThrow(
+      /^cannot query by NaN as a job end time:/,
+    );
+    expect(store.listEvents({ afterSeq: 0 })).toHaveLength(1);
+  });
 });

@@ -1,7 +1,7 @@
 import { MemoryEventLog } from './event-log.js';
 import type { EventFilter, EventInput, EventRecord } from '../../state-store.js';
 import { checkEvent, frozenCopy, type Change } from '../lifecycle.js';
-import { checkStorable, type MemoryTransactions, type Transact } from './transactions.js';
+import { checkQueryBound, checkStorable, type MemoryTransactions, type Transact } from './transactions.js';
 
 /**
  * The memory store's event log (event-log.ts indexes it), and the one way the other tables write a changed
@@ -21,6 +21,8 @@ export class MemoryEvents {
   }
 
   listEvents(filter: EventFilter = {}): EventRecord[] {
+    checkQueryBound(filter.afterSeq, 'an event number');
+    if (Number.isNaN(filter.limit)) checkQueryBound(filter.limit, 'an event list limit');
     return this.log.list(filter);
   }
 

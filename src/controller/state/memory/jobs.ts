@@ -30,7 +30,7 @@ import {
 } from '../lifecycle.js';
 import type { MemoryEvents } from './events.js';
 import type { MemoryInstances } from './instances.js';
-import type { MemoryTransactions, Transact } from './transactions.js';
+import { checkQueryBound, checkRequired, type MemoryTransactions, type Transact } from './transactions.js';
 
 /** The memory store's jobs and their tasks (a task moves with its job and onto instances). */
 export class MemoryJobs {
@@ -53,6 +53,7 @@ export class MemoryJobs {
       const now = this.tx.now();
       if (kept !== undefined && this.jobs.has(kept.id))
         throw new StateStoreError(`job ${kept.id} exists already: a kept id must be free`);
+      if (kept !== undefined) checkRequired(kept.submittedAtSeconds, `submittedAtSeconds of ${kept.id}`);
       const seq = kept === undefined ? this.tx.next('job') : this.tx.claim('job', jobSeqOf(kept.id));
       const job = Object.freeze(submittedJobRecord(seq, frozenCopy(spec), now, kept));
       const tasks = newTaskRecords(job, now).map((t) => Object.freeze(t));
@@ -70,6 +71,8 @@ export class MemoryJobs {
   }
 
   listJobs(filter: JobFilter = {}): JobRecord[] {
+    checkQueryBound(filter.endedSince, 'a job end time');
+    if (Number.isNaN(filter.limit)) checkQueryBound(filter.limit, 'a job list limit');
     const after = filter.afterId === undefined ? 0 : jobSeqOf(filter.afterId);
     // Submission order, as the SQL stores list them (a restored job may be added after later ones).
     const jobs = [...this.jobs.values()]

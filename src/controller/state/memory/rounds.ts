@@ -1,6 +1,6 @@
 import type { RoundInput, RoundRecord, RoundWindow } from '../../state-store.js';
 import { frozenCopy } from '../lifecycle.js';
-import { checkStorable, type MemoryTransactions, type Transact } from './transactions.js';
+import { checkQueryBound, checkStorable, type MemoryTransactions, type Transact } from './transactions.js';
 
 /** The memory store's rounds: each round's configuration and decision. */
 export class MemoryRounds {
@@ -32,6 +32,9 @@ export class MemoryRounds {
   }
 
   listRounds(limit = Number.MAX_SAFE_INTEGER, window: RoundWindow = {}): RoundRecord[] {
+    checkQueryBound(window.sinceSeconds, 'a round time');
+    checkQueryBound(window.untilSeconds, 'a round time');
+    if (Number.isNaN(limit)) checkQueryBound(limit, 'a round list limit');
     const since = window.sinceSeconds ?? Number.NEGATIVE_INFINITY;
     const until = window.untilSeconds ?? Number.POSITIVE_INFINITY;
     return [...this.rounds.values()]

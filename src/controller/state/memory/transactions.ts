@@ -109,6 +109,23 @@ export class MemoryTransactions {
   }
 }
 
+/** Refuse a value a record must have that is missing, or a number that is not finite. */
+export function checkRequired(value: unknown, what: string): void {
+  if (value === undefined)
+    throw new StateStoreFaultError(
+      `cannot store undefined as ${what}: the state keeps finite numbers, text and null`,
+    );
+  checkStorable(value, what);
+}
+
+/** Refuse to read by a bound that is not a finite number, rather than answer that nothing (or everything) matched. */
+export function checkQueryBound(value: number | undefined, what: string): void {
+  if (value !== undefined && !Number.isFinite(value))
+    throw new StateStoreFaultError(
+      `cannot query by ${String(value)} as ${what}: the state keeps finite numbers, text and null`,
+    );
+}
+
 /** Refuse a number that is not finite, alone or as one of a record's own fields (`what` names the record). */
 export function checkStorable(value: unknown, what: string): void {
   if (typeof value === 'number') {
