@@ -60,6 +60,27 @@ async function until<T>(
   }
 }
 
+/** An EC2 controller on moto with one-second rounds and passes. */
+function awsControllerArgs(cluster: string, stateDir: string, objects: string): string[] {
+  return [
+    'controller',
+    '--provider',
+    'aws',
+    '--cluster',
+    cluster,
+    '--state-dir',
+    stateDir,
+    '--round-seconds',
+    '1',
+    '--poll-seconds',
+    '1',
+    '--ami',
+    AMI,
+    '--object-store',
+    objects,
+  ];
+}
+
 describeWithMoto(
   'controller process killed with SIGKILL',
   (moto) => {
@@ -72,23 +93,7 @@ describeWithMoto(
         { region: 'us-east-1', amiId: AMI, placements: [{ availabilityZone: 'us-east-1a' }] },
         { api: ec2ApiFromClient(createEc2Client(moto.clientOptions)) },
       );
-      const args = [
-        'controller',
-        '--provider',
-        'aws',
-        '--cluster',
-        cluster,
-        '--state-dir',
-        stateDir,
-        '--round-seconds',
-        '1',
-        '--poll-seconds',
-        '1',
-        '--ami',
-        AMI,
-        '--object-store',
-        join(scratch, 'objects'),
-      ];
+      const args = awsControllerArgs(cluster, stateDir, join(scratch, 'objects'));
       const env: NodeJS.ProcessEnv = { ...moto.childEnv };
       delete env.FLEETWISE_ADMIN_TOKEN;
 
@@ -164,21 +169,7 @@ describeWithMoto(
       // With a worker bootstrap (its controller URL is never called: moto boots nothing), the controller waits for each
       // instance's worker to register, and none ever does.
       const args = [
-        'controller',
-        '--provider',
-        'aws',
-        '--cluster',
-        'crash-loop-test',
-        '--state-dir',
-        stateDir,
-        '--round-seconds',
-        '1',
-        '--poll-seconds',
-        '1',
-        '--ami',
-        AMI,
-        '--object-store',
-        join(scratch, 'crash-loop-objects'),
+        ...awsControllerArgs('crash-loop-test', stateDir, join(scratch, 'crash-loop-objects')),
         '--listen',
         '127.0.0.1:0',
         '--worker-controller-url',

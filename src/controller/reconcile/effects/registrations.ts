@@ -1,7 +1,8 @@
 import type { JsonValue } from '../../state-store.js';
 import type { ReconcileContext } from '../context.js';
 import { releaseTasksOn } from '../jobs.js';
-import { CarriedRegistrationWait } from './carried-registration-wait.js';
+import type { CarriedSeconds } from '../../carried-seconds.js';
+import { carriedRegistrationWait } from './carried-registration-wait.js';
 
 /** KV key of the launch backoff after worker-registration failures (persisted so a restart does not reset it). */
 export const LAUNCH_BACKOFF_KEY = 'controller.launchBackoff';
@@ -32,7 +33,7 @@ export function launchBackoff(ctx: ReconcileContext): LaunchBackoff {
 interface RegistrationWatch {
   /** When this controller first checked registrations. */
   readonly servingSinceSeconds: number;
-  readonly carried: CarriedRegistrationWait;
+  readonly carried: CarriedSeconds;
   /** The last failure to save the carried waits, logged once rather than at every pass. */
   saveFailure?: string;
 }
@@ -42,7 +43,7 @@ const watches = new WeakMap<ReconcileContext, RegistrationWatch>();
 function watchOf(ctx: ReconcileContext, now: number): RegistrationWatch {
   let watch = watches.get(ctx);
   if (watch === undefined) {
-    watch = { servingSinceSeconds: now, carried: new CarriedRegistrationWait(ctx.store) };
+    watch = { servingSinceSeconds: now, carried: carriedRegistrationWait(ctx.store) };
     watches.set(ctx, watch);
   }
   return watch;
