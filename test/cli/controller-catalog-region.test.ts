@@ -8,24 +8,14 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import { catalogToFile } from '../../src/core/catalog.js';
-import { ValidationError } from '../../src/core/validation.js';
 import {
   loadConfigAndCatalog,
   withStateInstanceTypes,
 } from '../../src/cli/commands/controller/config-and-catalog.js';
+import { refusal } from '../helpers/validation-refusal.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-catalog-region-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
-
-function refusal(fn: () => unknown): ValidationError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof ValidationError) return e;
-    throw e;
-  }
-  throw new Error('expected a ValidationError');
-}
 
 const flags = { cluster: 'c', stateDir: join(scratch, 'state') };
 

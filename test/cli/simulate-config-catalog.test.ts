@@ -12,9 +12,9 @@ import { parseSimulateArgs } from '../../src/cli/commands/simulate.js';
 import { simulationPlan } from '../../src/cli/commands/simulate-plan.js';
 import { BUNDLED_CATALOG_PATH } from '../../src/cloud/catalog-file.js';
 import type { Catalog } from '../../src/core/catalog.js';
-import { ValidationError } from '../../src/core/validation.js';
 import type { RunRequest } from '../../src/sim/run-request.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+import { refusal } from '../helpers/validation-refusal.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-config-catalog-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -49,16 +49,6 @@ const TRACE = ['--format', 'eva', '--jobs', '3', '--scheduler', 'no-packing'];
 const plan = (...args: string[]) => simulationPlan(parseSimulateArgs([...TRACE, ...args], 'test'));
 const priceIn = (c: Catalog, name: string) => c.types.find((t) => t.name === name)?.costPerHour;
 const bundledP3 = priceIn(plan().catalog, 'p3.2xlarge') as number;
-
-function refusal(fn: () => unknown): ValidationError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof ValidationError) return e;
-    throw e;
-  }
-  throw new Error('expected a ValidationError');
-}
 
 /** A tuned queue config (as `fleetwise tune` prints it) naming `catalog`. */
 function tunedOn(name: string, catalog: string): string {

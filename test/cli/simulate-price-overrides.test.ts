@@ -10,9 +10,9 @@ import { parseSimulateArgs } from '../../src/cli/commands/simulate.js';
 import { simulationPlan } from '../../src/cli/commands/simulate-plan.js';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import type { Catalog } from '../../src/core/catalog.js';
-import { ValidationError } from '../../src/core/validation.js';
 import { executeControllerRun } from '../../src/sim/controller-runtime/execute.js';
 import { executeRun, type RunRequest } from '../../src/sim/run-request.js';
+import { refusal } from '../helpers/validation-refusal.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-price-overrides-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -29,16 +29,6 @@ const plan = (...args: string[]) =>
     parseSimulateArgs(['--scheduler', 'no-packing', '--format', 'eva', '--jobs', '3', ...args], 'test'),
   );
 const priceIn = (c: Catalog, name: string) => c.types.find((t) => t.name === name)?.costPerHour;
-
-function refusal(fn: () => unknown): ValidationError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof ValidationError) return e;
-    throw e;
-  }
-  throw new Error('expected a ValidationError');
-}
 
 describe('simulate --price-overrides', () => {
   it('prices the catalog and every run request with the file (the example Savings Plan)', () => {

@@ -17,6 +17,7 @@ import { parseWfqConfig } from '../../src/queue/wfq.js';
 import { executeControllerRun } from '../../src/sim/controller-runtime/execute.js';
 import { controllerYaml } from '../../src/sim/report/tune-json.js';
 import { executeRun, type RunRequest } from '../../src/sim/run-request.js';
+import { refusal } from '../helpers/validation-refusal.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'fleetwise-simulate-queue-config-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -84,16 +85,6 @@ function tunePrinted(
 const SAVINGS_PLAN = { discountPercent: 28, pricePerType: { 'p3.2xlarge': 1.99, 'c7i.large': 0.056 } };
 const plan = (flags: string) => simulationPlan(parseSimulateArgs(flags.split(' '), 'test'));
 const priceIn = (c: Catalog, type: string) => c.types.find((t) => t.name === type)?.costPerHour;
-
-function refusal(fn: () => unknown): ValidationError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof ValidationError) return e;
-    throw e;
-  }
-  throw new Error('expected a ValidationError');
-}
 
 describe('simulate --queue-config with the scheduler, period, catalog and prices tune printed', () => {
   const catalog = join(dir, 'mine.json');
