@@ -3,10 +3,14 @@ import { chartHtml, fmt, type Chart } from '../report/chart.js';
 import { escapeXml } from '../report/escape.js';
 import { panelBox, WIDTH, type PanelGrid } from '../sim/report/chart-kit.js';
 import { BASE_STYLE, dataTable, htmlPage, type TableColumn } from '../sim/report/page.js';
+import { catalogName } from './arm-catalogs.js';
 import {
   METRIC_LABELS,
   absoluteReason,
+  armCaps,
+  armCatalogsText,
   armFlagsText,
+  catalogsDiffer,
   confidenceText,
   differenceText,
   dollarsOrDash,
@@ -15,6 +19,7 @@ import {
   oneSidedNotes,
   peakShareRange,
   pValueText,
+  sameCaps,
   seedDifferences,
   significant,
   type Arm,
@@ -259,6 +264,17 @@ interface SeedRow {
   readonly seed: number;
 }
 
+/** The seed table's column of the caps `arm` ran under. */
+function capColumn(report: ArmsReport, arm: string, header: string, whose: string): TableColumn<SeedRow> {
+  const catalog = catalogsDiffer(report) ? ` on ${catalogName(report.catalogs[arm] ?? null)}` : '';
+  return {
+    header,
+    description: `${whose} --cap-dollars-per-hour: ${report.capShare} × the seed's uncapped peak $/h${catalog}.`,
+    numeric: true,
+    cell: (r) => dollarsOrDash(armCaps(report, arm)[r.index]),
+  };
+}
+
 function seedTable(report: ArmsReport, arm: Arm, differences: readonly PairedDifference[]): string {
   const base = report.runs[report.baseline] ?? [];
   const runs = report.runs[arm.name] ?? [];
@@ -269,16 +285,14 @@ function seedTable(report: ArmsReport, arm: Arm, differences: readonly PairedDif
       numeric: true,
       cell: (r) => String(r.seed),
     },
+    // Arms on different catalogs ran under different caps (each its own catalog's share): a column each.
     ...(report.capShare === null
       ? []
-      : [
-          {
-            header: 'cap $/h',
-            description: `The run's --cap-dollars-per-hour: ${report.capShare} × the seed's uncapped peak $/h.`,
-            numeric: true,
-            cell: (r: SeedRow) => dollarsOrDash(report.capBySeed[r.index]),
-          },
-        ]),
+      : sameCaps(report, arm.name)
+        ? [capColumn(report, arm.name, 'cap $/h', "The run's")]
+        : [report.baseline, arm.name].map((name) =>
+            capColumn(report, name, `cap $/h ${name}`, `${name}'s runs'`),
+          )),
     {
       header: `cost ${report.baseline}`,
       description: `Total cost of the baseline arm (${report.baseline}).`,
@@ -312,7 +326,9 @@ export function armsHtml(report: ArmsReport): string {
   const sections = compared.map((arm) => {
     const differences = report.comparisons[arm.name] ?? [];
     const chart = differencesChart(report, arm, differences);
+    const catalogs = armCatalogsText(report, arm);
     const notes = [
+      ...(catalogs === null ? [] : [`${catalogs}.`]),
       ...differences
         .filter(isAbsolute)
         .map((d) => `${METRIC_LABELS[d.metric]}: in the metric's units, as ${absoluteReason(report, d)}.`),
@@ -333,12 +349,18 @@ export function armsHtml(report: ArmsReport): string {
       `<h3>Seed by seed</h3>${seedTable(report, arm, differences)}</section>`
     );
   });
+  // One catalog for every arm is said once; arms on different catalogs each name their own.
+  const differ = catalogsDiffer(report);
   const settings: Record<string, string | number> = {
     seeds: report.seeds.join(', '),
     common: report.common.join(' '),
     ...Object.fromEntries(
-      report.arms.map((a, i) => [`arm ${a.name}${i === 0 ? ' (baseline)' : ''}`, armFlagsText(report, a)]),
+      report.arms.map((a, i) => [
+        `arm ${a.name}${i === 0 ? ' (baseline)' : ''}`,
+        armFlagsText(report, a) + (differ ? ` (on ${catalogName(report.catalogs[a.name] ?? null)})` : ''),
+      ]),
     ),
+    ...(differ ? {} : { catalog: catalogName(report.catalogs[report.baseline] ?? null) }),
     'cap share': report.capShare === null ? 'none (the arms set their own caps, if any)' : report.capShare,
     ...(report.peaksFrom === null ? {} : { 'uncapped peaks from': report.peaksFrom }),
   };

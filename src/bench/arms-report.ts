@@ -1,4 +1,5 @@
 import { money } from '../sim/report/format.js';
+import { catalogName } from './arm-catalogs.js';
 import {
   oneSidedMetrics,
   type ArmFigures,
@@ -21,12 +22,24 @@ export interface ArmsReport {
   readonly builds: Readonly<Record<string, string>>;
   /** The first arm: every other is compared with it. */
   readonly baseline: string;
-  /** With --cap-share: the share, and per seed the uncapped peak $/h and the cap it gave. */
+  /** The catalog file each arm's runs take (absolute); null for another build's arm whose flags this build cannot read. */
+  readonly catalogs: Readonly<Record<string, string | null>>;
+  /**
+   * With --cap-share: the share, and per seed the uncapped peak $/h of the --common flags alone and the cap it gave,
+   * measured on `referenceCatalog` (the catalog those flags run); an arm on another catalog is capped at the share of
+   * that catalog's peak (`uncappedPeakByCatalog`, `capBySeedByArm`).
+   */
   readonly capShare: number | null;
   /** With --peaks-from: the earlier report the uncapped peaks were taken from (no reference runs were made). */
   readonly peaksFrom: string | null;
+  /** With --cap-share: the catalog the --common flags alone run (absolute). */
+  readonly referenceCatalog: string | null;
   readonly uncappedPeakBySeed: readonly (number | null)[];
   readonly capBySeed: readonly (number | null)[];
+  /** With --cap-share: per catalog the arms or the reference run, per seed, the --common flags' uncapped peak on it. */
+  readonly uncappedPeakByCatalog: Readonly<Record<string, readonly (number | null)[]>>;
+  /** Per arm, per seed: the cap it ran under (null without --cap-share). */
+  readonly capBySeedByArm: Readonly<Record<string, readonly (number | null)[]>>;
   /** Per arm, per seed in `seeds` order: the run's `simulate --json` record. */
   readonly runs: Readonly<Record<string, readonly ArmFigures[]>>;
   /** Per arm other than the baseline: its paired differences. */
@@ -158,11 +171,48 @@ export function dollarsOrDash(v: number | null | undefined): string {
   return v === null || v === undefined ? '-' : `$${money(v)}`;
 }
 
+/** The caps an arm ran under, per seed. */
+export function armCaps(report: ArmsReport, arm: string): readonly (number | null)[] {
+  return report.capBySeedByArm[arm] ?? report.capBySeed;
+}
+
+/** Whether arm and baseline ran under the same cap on every seed (the same catalog's peak, or no caps). */
+export function sameCaps(report: ArmsReport, arm: string): boolean {
+  const base = armCaps(report, report.baseline);
+  return armCaps(report, arm).every((cap, i) => cap === base[i]);
+}
+
+/** Whether the arms do not all run one catalog: then every comparison names both of its catalogs. */
+export function catalogsDiffer(report: ArmsReport): boolean {
+  return new Set(report.arms.map((a) => report.catalogs[a.name] ?? null)).size > 1;
+}
+
+/**
+ * The catalogs an arm and the baseline ran, when the arms do not all run one (null when they do):
+ * `catalogs: b runs /x/doubled.json, a the bundled catalog: the differences hold the catalogs' prices too`.
+ */
+export function armCatalogsText(report: ArmsReport, arm: Arm): string | null {
+  if (!catalogsDiffer(report)) return null;
+  const own = report.catalogs[arm.name] ?? null;
+  const base = report.catalogs[report.baseline] ?? null;
+  if (own !== null && own === base)
+    return `catalog: ${arm.name} and ${report.baseline} both run ${catalogName(own)}`;
+  const capped =
+    report.capShare === null
+      ? ''
+      : `; each is capped at ${report.capShare} × its own catalog’s uncapped peak`;
+  return (
+    `catalogs: ${arm.name} runs ${catalogName(own)}, ${report.baseline} ${catalogName(base)}: ` +
+    `the differences hold the catalogs' prices too${capped}`
+  );
+}
+
 /** The arm's peak $/h as a share of each seed's cap: the lowest and highest, or null without caps. */
 export function peakShareRange(report: ArmsReport, arm: string): { min: number; max: number } | null {
+  const caps = armCaps(report, arm);
   const shares = (report.runs[arm] ?? [])
     .map((r, i) => {
-      const cap = report.capBySeed[i];
+      const cap = caps[i];
       const peak = r.peakCostPerHour;
       return cap === null || cap === undefined || peak === null || peak === undefined ? null : peak / cap;
     })

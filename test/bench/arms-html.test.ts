@@ -3,7 +3,7 @@ import { armSentence, armsHtml } from '../../src/bench/arms-html.js';
 import { signedPercent, type ArmsReport } from '../../src/bench/arms-report.js';
 import { pairedDifferences } from '../../src/bench/paired-arms.js';
 import { armsText } from '../../src/cli/commands/bench-arms.js';
-import { armsFixture } from './arms-fixture.js';
+import { armsFixture, armsFixtureOnTwoCatalogs, DEARER_CATALOG, FIXTURE_CATALOG } from './arms-fixture.js';
 
 describe('arms.html', () => {
   const report = armsFixture();
@@ -219,5 +219,35 @@ describe('a metric only one arm measured', () => {
     expect(armsText(report)).toContain(
       '  p99 JCT: measured by b only, not compared; give the baseline (a) --queue fifo\n',
     );
+  });
+});
+
+describe('arms.html with arms on different catalogs', () => {
+  const html = armsHtml(armsFixtureOnTwoCatalogs());
+
+  it('names each arm’s catalog in the settings, and both catalogs where an arm is compared', () => {
+    expect(html).toContain(`<dt>arm a (baseline)</dt><dd>--queue fifo (on ${FIXTURE_CATALOG})</dd>`);
+    expect(html).toContain(`<dt>arm c</dt><dd>--queue srpt (on ${DEARER_CATALOG})</dd>`);
+    expect(html).not.toContain('<dt>catalog</dt>');
+    expect(html).toContain(
+      `<li>catalogs: c runs ${DEARER_CATALOG}, a ${FIXTURE_CATALOG}: the differences hold the catalogs&#39; ` +
+        'prices too; each is capped at 0.6 × its own catalog’s uncapped peak.</li>',
+    );
+    expect(html).toContain(`<li>catalog: b and a both run ${FIXTURE_CATALOG}.</li>`);
+  });
+
+  it('gives each arm’s caps a column, and takes its peak against its own', () => {
+    const table = html.split('id="table-c"')[1]?.split('</table>')[0] ?? '';
+    expect(table).toMatch(
+      />cap \$\/h a<\/th><th [^>]*title="c&#39;s runs&#39; [^"]* on \/catalogs\/dearer\.json\.">cap \$\/h c</,
+    );
+    expect(table).toContain('<td class="num">$100.00</td><td class="num">$200.00</td>');
+    expect(html).toContain('Its peak was 95.00–95.00% of the cap.');
+  });
+
+  it('says the catalog once when every arm runs it', () => {
+    const same = armsHtml(armsFixture());
+    expect(same).toContain(`<dt>catalog</dt><dd>${FIXTURE_CATALOG}</dd>`);
+    expect(same).toContain('<dt>arm c</dt><dd>--queue srpt</dd>');
   });
 });

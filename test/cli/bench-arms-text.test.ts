@@ -2,7 +2,12 @@ import { describe, expect, it } from 'vitest';
 import type { ArmsReport } from '../../src/bench/arms-report.js';
 import { pairedDifferences } from '../../src/bench/paired-arms.js';
 import { armsText } from '../../src/cli/commands/bench-arms.js';
-import { armsFixture } from '../bench/arms-fixture.js';
+import {
+  armsFixture,
+  armsFixtureOnTwoCatalogs,
+  DEARER_CATALOG,
+  FIXTURE_CATALOG,
+} from '../bench/arms-fixture.js';
 
 /** The summary lines under arm `name`'s table (after the blank line that ends it): a label, then its figures. */
 function summaryLines(text: string, name: string): string[] {
@@ -76,5 +81,30 @@ describe('bench arms text summary', () => {
       '  peak ÷ cap ',
     ]);
     expect(lines.map(figuresAt)).toEqual(lines.map(() => 2 + 'peak ÷ cap'.length + 1));
+  });
+});
+
+describe('bench arms text with arms on different catalogs', () => {
+  it('names both catalogs of every comparison, and gives each arm’s caps a column where they differ', () => {
+    const text = armsText(armsFixtureOnTwoCatalogs());
+    // b runs the baseline's catalog: one cap column, and the catalog named since c runs another.
+    expect(text).toContain(
+      `b against a: --queue srpt --co-start on\ncatalog: b and a both run ${FIXTURE_CATALOG}\n`,
+    );
+    expect(text.split('b against a:')[1]?.split('\n')[2]).toMatch(/^seed\s+cap \$\/h\s+cost a\s/);
+    expect(text).toContain(
+      `c against a: --queue srpt\ncatalogs: c runs ${DEARER_CATALOG}, a ${FIXTURE_CATALOG}: the differences hold ` +
+        "the catalogs' prices too; each is capped at 0.6 × its own catalog’s uncapped peak\n",
+    );
+    // Seed 4: a's cap $100, c's $200 (its catalog's peak is twice a's).
+    const table = text.split('c against a:')[1]?.split('\n') ?? [];
+    expect(table[2]).toMatch(/^seed\s+cap \$\/h a\s+cap \$\/h c\s+cost a\s+cost c\s/);
+    expect(table[3]).toMatch(/^ +4\s+\$100\.00\s+\$200\.00\s+\$1,000\.00\s+\$1,010\.00\s/);
+    // c's peak against its own caps.
+    expect(text).toMatch(/^ {2}peak ÷ cap +95\.00% to 95\.00%$/m);
+  });
+
+  it('names no catalog when every arm runs the same one', () => {
+    expect(armsText(armsFixture())).not.toMatch(/catalog/);
   });
 });

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { ArmsReport } from '../../src/bench/arms-report.js';
-import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
+import { BUNDLED_CATALOG_PATH, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { parseArm, parseSeedList, seedVariesRun, shellWords } from '../../src/cli/commands/bench-arms.js';
 import { parseSimulateArgs } from '../../src/cli/commands/simulate.js';
 import { simulationPlan } from '../../src/cli/commands/simulate-plan.js';
@@ -53,6 +53,10 @@ describe('fleetwise bench arms', () => {
     const report = JSON.parse(r.stdout) as ArmsReport;
     expect(report.seeds).toEqual([5, 6]);
     expect(report.baseline).toBe('fifo');
+    // Both arms run the bundled catalog, and so does the reference: one cap per seed for both.
+    expect(report.catalogs).toEqual({ fifo: BUNDLED_CATALOG_PATH, srpt: BUNDLED_CATALOG_PATH });
+    expect(report.referenceCatalog).toBe(BUNDLED_CATALOG_PATH);
+    expect(report.capBySeedByArm).toEqual({ fifo: report.capBySeed, srpt: report.capBySeed });
     for (const [i, seed] of report.seeds.entries()) {
       // The cap is 70% of the peak of the common flags run alone on that seed, as simulate reports it.
       const uncapped = await simulateRun(['--seed', String(seed)]);
@@ -99,7 +103,7 @@ describe('fleetwise bench arms', () => {
     const out = join(parent, 'report', 'arms');
     const text = await runCli([...args, ...arms, '--out', out]);
     expect(text.code, text.stderr).toBe(0);
-    expect(text.stdout).toContain('srpt against fifo: --queue srpt --co-start on');
+    expect(text.stdout).toContain('srpt against fifo: --queue srpt --co-start on\nseed ');
     expect(text.stdout).toMatch(/^seed\s+cap \$\/h\s+cost fifo\s+cost srpt\s+Δ cost\s+Δ mean JCT/m);
     expect(text.stdout).toMatch(
       /^ {2}cost +mean [+-]\d+\.\d\d% \(SE \d+\.\d\d\), .* lower on \d of 2; 95% CI [+-]\d+\.\d\d% to [+-]\d+\.\d\d%, p [\d.<]+ \(t-test\) \/ [\d.]+ \(sign test\)$/m,

@@ -1,12 +1,15 @@
 import type { Command } from 'commander';
 import { constants } from 'node:os';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { parse as parseShellWords } from 'shell-quote';
 import { z } from 'zod';
+import { catalogName, earlierPeaksByCatalog, runCatalog } from '../../bench/arm-catalogs.js';
 import { armsHtml } from '../../bench/arms-html.js';
 import {
   absoluteReason,
+  armCaps,
+  armCatalogsText,
   armFlagsText,
   confidenceText,
   differenceText,
@@ -16,6 +19,7 @@ import {
   oneSidedNotes,
   peakShareRange,
   pValueText,
+  sameCaps,
   seedDifferences,
   type Arm,
   type ArmsReport,
@@ -180,22 +184,27 @@ export function armsText(report: ArmsReport): string {
   for (const arm of report.arms.slice(1)) {
     const runs = report.runs[arm.name] ?? [];
     const differences = report.comparisons[arm.name] ?? [];
+    // Arms on different catalogs ran under different caps (each its own catalog's share): a column each.
+    const capArms =
+      report.capShare === null ? [] : sameCaps(report, arm.name) ? [null] : [report.baseline, arm.name];
     const headers = [
       'seed',
-      ...(report.capShare === null ? [] : ['cap $/h']),
+      ...capArms.map((name) => (name === null ? 'cap $/h' : `cap $/h ${name}`)),
       `cost ${report.baseline}`,
       `cost ${arm.name}`,
       ...differences.map((d) => `Δ ${metricLabel(d)}`),
     ];
     const rows = report.seeds.map((seed, i) => [
       String(seed),
-      ...(report.capShare === null ? [] : [dollarsOrDash(report.capBySeed[i])]),
+      ...capArms.map((name) => dollarsOrDash(armCaps(report, name ?? arm.name)[i])),
       dollarsOrDash(base[i]?.totalCost),
       dollarsOrDash(runs[i]?.totalCost),
       ...differences.map((d) => differenceText(d, seedDifferences(d)[i])),
     ]);
+    const catalogs = armCatalogsText(report, arm);
     out.push(
       `${arm.name} against ${report.baseline}: ${armFlagsText(report, arm)}`,
+      ...(catalogs === null ? [] : [catalogs]),
       formatTable(headers, rows),
     );
     const peak = peakShareRange(report, arm.name);
@@ -225,6 +234,31 @@ export function armsText(report: ArmsReport): string {
     out.push('');
   }
   return `${out.join('\n')}\n`;
+}
+
+/**
+ * Seed `seed`'s uncapped reference run: the --common flags alone, on `catalog` when it is another than theirs. A cap
+ * there (a --config's) would cap it, and so every cap taken from it: refused.
+ */
+function referenceRun(common: readonly string[], seed: number, catalog: string | undefined): RunRequest {
+  const reference = oneRun(
+    [...common, ...(catalog === undefined ? [] : ['--catalog', catalog]), '--seed', String(seed)],
+    catalog === undefined ? '--common' : `--common on ${catalogName(catalog)}`,
+    `seed ${seed} uncapped${catalog === undefined ? '' : ` on ${basename(catalog)}`}`,
+  );
+  if (reference.queue?.caps.maxCostPerHour !== undefined)
+    throw new ValidationError('--common', [
+      `--cap-share sets each seed's cap from an uncapped run, but --common caps it at $${reference.queue.caps.maxCostPerHour}/h ` +
+        '(a --config with caps.maxCostPerHour): leave the cap out of the config',
+    ]);
+  const { maxInstances, quotas } = reference.queue?.caps ?? {};
+  if (maxInstances !== undefined || (quotas?.length ?? 0) > 0)
+    throw new ValidationError('--common', [
+      `--cap-share sets each seed's cap from an uncapped run, but --common caps it ` +
+        (maxInstances !== undefined ? `at ${maxInstances} instances` : 'with quotas') +
+        ' (a --config with caps.maxInstances or caps.quotas): leave those caps out of the config',
+    ]);
+  return reference;
 }
 
 async function benchArms(raw: RawArmsOptions): Promise<void> {
@@ -260,12 +294,14 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
     refuseFlags(common, ['--cap-instances', '--quota'], '--common', capWhy);
   }
   const seedArgs = (seed: number) => ['--seed', String(seed)];
-  // Every arm's flags checked on the first seed before anything runs (another build's, by that build as it runs).
+  // Every arm's flags checked on the first seed before anything runs (another build's, by that build as it runs),
+  // and the catalog each arm runs read from its request.
   const first = o.seeds[0] as number;
+  const catalogOf = new Map<string, string>();
   const checked = arms
     .filter((arm) => !builds.has(arm.name))
-    .map((a) =>
-      oneRun(
+    .map((a) => {
+      const request = oneRun(
         [
           ...common,
           ...a.args,
@@ -274,18 +310,25 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
         ],
         `--arm ${a.name}`,
         a.name,
-      ),
-    );
-  // Another build's arm may take flags this build does not know: then it may well be seeded.
+      );
+      catalogOf.set(a.name, runCatalog(request));
+      return request;
+    });
+  // Another build's arm may take flags this build does not know: then it may well be seeded, and its catalog is
+  // unknown (with --cap-share it is capped as the --common flags' catalog is).
   const otherSeeded = arms
     .filter((arm) => builds.has(arm.name))
-    .some((a) => {
+    .map((a) => {
       try {
-        return seedVariesRun(oneRun([...common, ...a.args, ...seedArgs(first)], `--arm ${a.name}`, a.name));
+        const request = oneRun([...common, ...a.args, ...seedArgs(first)], `--arm ${a.name}`, a.name);
+        catalogOf.set(a.name, runCatalog(request));
+        return seedVariesRun(request);
       } catch {
         return true;
       }
-    });
+    })
+    .some((seeded) => seeded);
+  const catalogs = Object.fromEntries(arms.map((a) => [a.name, catalogOf.get(a.name) ?? null]));
   // Seeds that all run the same thing make identical differences: a spread of 0, and nothing learnt from the seeds.
   if (o.seeds.length > 1 && !otherSeeded && !checked.some(seedVariesRun))
     throw new ValidationError('--common', [
@@ -297,28 +340,38 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
 
   if (o.peaksFrom !== undefined && capShare === null)
     throw new ValidationError('--peaks-from', ['needs --cap-share: the peaks are there to set caps']);
-  const earlier = o.peaksFrom === undefined ? undefined : await earlierPeaks(o.peaksFrom, o.seeds, common);
-
-  const requests: RunRequest[] = [];
-  // Uncapped reference runs first (the common flags alone), so that each seed's cap is known.
-  if (capShare !== null && earlier === undefined)
-    for (const seed of o.seeds) {
-      const reference = oneRun([...common, ...seedArgs(seed)], '--common', `seed ${seed} uncapped`);
-      // A $ cap from a controller config (--config) would make the reference, and so every seed's cap, capped.
-      if (reference.queue?.caps.maxCostPerHour !== undefined)
-        throw new ValidationError('--common', [
-          `--cap-share sets each seed's cap from an uncapped run, but --common caps it at $${reference.queue.caps.maxCostPerHour}/h ` +
-            '(a --config with caps.maxCostPerHour): leave the cap out of the config',
-        ]);
-      const { maxInstances, quotas } = reference.queue?.caps ?? {};
-      if (maxInstances !== undefined || (quotas?.length ?? 0) > 0)
-        throw new ValidationError('--common', [
-          `--cap-share sets each seed's cap from an uncapped run, but --common caps it ` +
-            (maxInstances !== undefined ? `at ${maxInstances} instances` : 'with quotas') +
-            ' (a --config with caps.maxInstances or caps.quotas): leave those caps out of the config',
-        ]);
-      requests.push(reference);
+  // --cap-share: the uncapped reference is the --common flags alone, on their own catalog and on each other catalog an
+  // arm runs, and each arm is capped at the share of its own catalog's peak. The share is how hard the cap holds the
+  // workload back; a peak measured on another catalog's prices would hold an arm on dearer instances back harder (at
+  // twice the prices, 0.6 of the baseline's peak is 0.3 of its own), and the comparison would mix the catalog with a
+  // tighter cap. One dollar cap for every arm is --cap-dollars-per-hour in --common, without --cap-share.
+  const needed = new Map<string, string[]>();
+  const referenceCatalog = capShare === null ? null : runCatalog(referenceRun(common, first, undefined));
+  if (referenceCatalog !== null) {
+    needed.set(referenceCatalog, []);
+    for (const a of arms) {
+      const catalog = catalogs[a.name] ?? referenceCatalog;
+      needed.set(catalog, [...(needed.get(catalog) ?? []), a.name]);
     }
+  }
+  const earlier =
+    o.peaksFrom === undefined || referenceCatalog === null
+      ? undefined
+      : await earlierPeaksByCatalog(
+          o.peaksFrom,
+          o.seeds,
+          await earlierPeaks(o.peaksFrom, o.seeds, common),
+          common,
+          needed,
+          referenceCatalog,
+        );
+
+  // Uncapped reference runs first, catalog by catalog, so that each arm's cap is known.
+  const requests: RunRequest[] = [];
+  if (earlier === undefined)
+    for (const catalog of needed.keys())
+      for (const seed of o.seeds)
+        requests.push(referenceRun(common, seed, catalog === referenceCatalog ? undefined : catalog));
   const total = requests.length + o.seeds.length * arms.length;
   const parallel = o.parallel ?? defaultParallelism(total);
   const progress = batchProgress(total, 'bench arms', 'runs');
@@ -348,18 +401,34 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
   let report: ArmsReport;
   try {
     const uncapped = requests.length === 0 ? [] : await run(requests, 0);
-    const uncappedPeakBySeed = o.seeds.map((_, i) => earlier?.[i] ?? uncapped[i]?.peakCostPerHour ?? null);
-    const capBySeed = uncappedPeakBySeed.map((peak) =>
-      capShare === null || peak === null ? null : capShare * peak,
+    const uncappedPeakByCatalog = Object.fromEntries(
+      [...needed.keys()].map((catalog, k) => [
+        catalog,
+        o.seeds.map(
+          (_, i) => earlier?.get(catalog)?.[i] ?? uncapped[k * o.seeds.length + i]?.peakCostPerHour ?? null,
+        ),
+      ]),
+    );
+    const capsOn = (catalog: string | null): (number | null)[] =>
+      o.seeds.map((_, i) => {
+        const peak = catalog === null ? null : (uncappedPeakByCatalog[catalog]?.[i] ?? null);
+        return capShare === null || peak === null ? null : capShare * peak;
+      });
+    const uncappedPeakBySeed = o.seeds.map((_, i) =>
+      referenceCatalog === null ? null : (uncappedPeakByCatalog[referenceCatalog]?.[i] ?? null),
+    );
+    const capBySeed = capsOn(referenceCatalog);
+    const capBySeedByArm = Object.fromEntries(
+      arms.map((a) => [a.name, capsOn(catalogs[a.name] ?? referenceCatalog)]),
     );
     // The other builds' runs in subprocesses, then this build's in its worker threads; slots[i][k] is seed i, arm k.
     const armRequests: RunRequest[] = [];
     const buildRuns: BuildRun[] = [];
     const slots: { readonly build: boolean; readonly index: number }[][] = [];
     o.seeds.forEach((seed, i) => {
-      const cap = capBySeed[i];
       slots.push(
         arms.map((a) => {
+          const cap = capBySeedByArm[a.name]?.[i] ?? null;
           const args = [
             ...common,
             ...a.args,
@@ -398,10 +467,14 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
       arms,
       builds: Object.fromEntries([...builds].map(([name, b]) => [name, b.dir])),
       baseline,
+      catalogs,
       capShare,
       peaksFrom: o.peaksFrom ?? null,
+      referenceCatalog,
       uncappedPeakBySeed,
       capBySeed,
+      uncappedPeakByCatalog,
+      capBySeedByArm,
       runs,
       comparisons,
     };
@@ -453,11 +526,11 @@ export function registerBenchArms(bench: Command): Command {
     )
     .option(
       '--cap-share <x>',
-      "each seed's --cap-dollars-per-hour is x times the peak $/h of a run of the --common flags alone on that seed (uncapped)",
+      "each seed's --cap-dollars-per-hour is x times the peak $/h of a run of the --common flags alone on that seed (uncapped), on the arm's catalog",
     )
     .option(
       '--peaks-from <arms.json>',
-      "with --cap-share: each seed's uncapped peak from an earlier report of the same --common flags, instead of running them again",
+      "with --cap-share: each seed's uncapped peak from an earlier report of the same --common flags, instead of running them again (on each catalog the arms run, which it must have measured)",
     )
     .option('--parallel <n>', 'runs at once (default: available cores)')
     .option('--json', 'print one JSON object instead of tables')
