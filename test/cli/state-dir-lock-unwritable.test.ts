@@ -1,5 +1,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -7,19 +8,38 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { claimStateDir, lockFileOf, PID_FILE } from '../../src/cli/state-dir-lock.js';
 import { NOBODY } from '../helpers/as-nobody.js';
-import { CLI, ensureBuiltCli, type CliResult } from '../helpers/built-cli.js';
+import { ensureBuiltCli, type CliResult } from '../helpers/built-cli.js';
 
 /**
  * A state directory whose lock file its user may not write (read-only mode here; another user's file or a read-only
  * mount alike). SQLite opens such a file read-only without a word, and there its lock is no lock: two controllers
  * would both "hold" the directory, and `fleetwise down` would find it free under a running one. Tests run as root,
- * who writes through any mode, so the users here are processes started as nobody.
+ * who writes through any mode, so the users here are processes that become nobody. Each starts as root and loads the
+ * code it runs first, then gives up root for good: the checkout it loads from may be one nobody cannot read (a
+ * fresh clone under a 0700 temporary directory).
  */
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-lock-unwritable-'));
 const children: ChildProcess[] = [];
 let dirs = 0;
 
 const LOCK_MODULE = pathToFileURL(join(PROJECT_ROOT, 'dist', 'cli', 'state-dir-lock.js')).href;
+const PROGRAM_MODULE = pathToFileURL(join(PROJECT_ROOT, 'dist', 'cli', 'program.js')).href;
+
+const SQLITE_MODULE = pathToFileURL(
+  createRequire(join(PROJECT_ROOT, 'package.json')).resolve('better-sqlite3'),
+).href;
+
+/**
+ * A script's step from root to nobody, real and effective ids alike, after its imports ran as root. better-sqlite3
+ * loads its native part at its first database, so one is opened (in memory) before.
+ */
+const BECOME_NOBODY = `
+const { default: Database } = await import(${JSON.stringify(SQLITE_MODULE)});
+new Database(':memory:').close();
+process.setgroups([]);
+process.setgid(${NOBODY});
+process.setuid(${NOBODY});
+`;
 
 beforeAll(() => {
   ensureBuiltCli();
@@ -61,13 +81,12 @@ function ownReadOnly(lock: string): { readonly reason: string; readonly remedy: 
 }
 
 /**
- * Run `script` (an ES module importing the built lock module) as nobody; resolves with its first line of output,
- * and the process keeps running until it exits by itself or the test ends.
+ * Run `script` (an ES module importing the built lock module, then becoming nobody); resolves with its first line of
+ * output, and the process keeps running until it exits by itself or the test ends.
  */
 function runAsNobody(script: string, ...args: string[]): Promise<string> {
   const child = spawn(process.execPath, ['--input-type=module', '-e', script, ...args], {
-    uid: NOBODY,
-    gid: NOBODY,
+    cwd: scratch,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.push(child);
@@ -86,6 +105,7 @@ function runAsNobody(script: string, ...args: string[]): Promise<string> {
 /** A controller's claim of the directory, made as nobody: `claimed` (then held until killed) or the refusal. */
 const CLAIM = `
 import { claimStateDir } from ${JSON.stringify(LOCK_MODULE)};
+${BECOME_NOBODY}
 try {
   const release = claimStateDir(process.argv[1]);
   process.stdout.write('claimed\\n');
@@ -98,6 +118,7 @@ try {
 /** dirLockHeld as nobody: `held`, `free`, or the error it threw. */
 const HELD = `
 import { dirLockHeld } from ${JSON.stringify(LOCK_MODULE)};
+${BECOME_NOBODY}
 try {
   process.stdout.write((dirLockHeld(process.argv[1]) ? 'held' : 'free') + '\\n');
 } catch (e) {
@@ -105,14 +126,29 @@ try {
 }
 `;
 
-/** `fleetwise down` run as nobody. */
+/**
+ * `fleetwise down` run as nobody: the built program with its `down` command loaded as root, then run as nobody, its
+ * error written as the CLI's main writes one (`fleetwise: …`, exit 1).
+ */
+const DOWN = `
+const { buildProgram } = await import(${JSON.stringify(PROGRAM_MODULE)});
+const program = await buildProgram(false, 'down');
+${BECOME_NOBODY}
+try {
+  await program.parseAsync(['node', 'fleetwise', 'down', ...process.argv.slice(1)]);
+} catch (e) {
+  process.stderr.write('fleetwise: ' + e.message + '\\n');
+  process.exit(1);
+}
+`;
+
 function downAsNobody(dir: string): Promise<CliResult> {
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: scratch };
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      [CLI, 'down', '--state-dir', dir, '--grace-seconds', '1'],
-      { cwd: PROJECT_ROOT, env, uid: NOBODY, gid: NOBODY },
+      ['--input-type=module', '-e', DOWN, '--', '--state-dir', dir, '--grace-seconds', '1'],
+      { cwd: scratch, env },
       (error, stdout, stderr) => {
         resolve({
           code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1,
