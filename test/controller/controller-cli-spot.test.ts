@@ -9,7 +9,7 @@ import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { launchedOnSpot } from '../../src/controller/instance-market.js';
 import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
-import { describeWithMoto } from '../helpers/moto.js';
+import { awsControllerArgs, describeWithMoto } from '../helpers/moto.js';
 import { catalog } from './controller-fixtures.js';
 
 /**
@@ -54,25 +54,7 @@ describeWithMoto('the controller process buys spot', (moto) => {
     delete env.FLEETWISE_ADMIN_TOKEN;
     const child: ChildProcess = spawn(
       process.execPath,
-      [
-        MAIN,
-        'controller',
-        '--provider',
-        'aws',
-        '--cluster',
-        name,
-        '--state-dir',
-        stateDir,
-        '--round-seconds',
-        '1',
-        '--poll-seconds',
-        '1',
-        '--ami',
-        AMI,
-        '--object-store',
-        join(scratch, `${name}-objects`),
-        ...extra,
-      ],
+      [MAIN, ...awsControllerArgs(AMI, name, stateDir, join(scratch, `${name}-objects`)), ...extra],
       { env, stdio: ['ignore', 'ignore', 'pipe'] },
     );
     let stderr = '';

@@ -8,7 +8,7 @@ import { Ec2Provider } from '../../src/cloud/aws/ec2-provider.js';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { TAG_LAUNCH_TOKEN } from '../../src/cloud/provider.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
-import { describeWithMoto } from '../helpers/moto.js';
+import { awsControllerArgs, describeWithMoto } from '../helpers/moto.js';
 import { CPU_SMALL, jobSpec, liveRecords } from './controller-fixtures.js';
 
 /**
@@ -60,27 +60,6 @@ async function until<T>(
   }
 }
 
-/** An EC2 controller on moto with one-second rounds and passes. */
-function awsControllerArgs(cluster: string, stateDir: string, objects: string): string[] {
-  return [
-    'controller',
-    '--provider',
-    'aws',
-    '--cluster',
-    cluster,
-    '--state-dir',
-    stateDir,
-    '--round-seconds',
-    '1',
-    '--poll-seconds',
-    '1',
-    '--ami',
-    AMI,
-    '--object-store',
-    objects,
-  ];
-}
-
 describeWithMoto(
   'controller process killed with SIGKILL',
   (moto) => {
@@ -93,7 +72,7 @@ describeWithMoto(
         { region: 'us-east-1', amiId: AMI, placements: [{ availabilityZone: 'us-east-1a' }] },
         { api: ec2ApiFromClient(createEc2Client(moto.clientOptions)) },
       );
-      const args = awsControllerArgs(cluster, stateDir, join(scratch, 'objects'));
+      const args = awsControllerArgs(AMI, cluster, stateDir, join(scratch, 'objects'));
       const env: NodeJS.ProcessEnv = { ...moto.childEnv };
       delete env.FLEETWISE_ADMIN_TOKEN;
 
@@ -169,7 +148,7 @@ describeWithMoto(
       // With a worker bootstrap (its controller URL is never called: moto boots nothing), the controller waits for each
       // instance's worker to register, and none ever does.
       const args = [
-        ...awsControllerArgs('crash-loop-test', stateDir, join(scratch, 'crash-loop-objects')),
+        ...awsControllerArgs(AMI, 'crash-loop-test', stateDir, join(scratch, 'crash-loop-objects')),
         '--listen',
         '127.0.0.1:0',
         '--worker-controller-url',

@@ -197,3 +197,24 @@ export function describeWithMoto(
     });
   });
 }
+
+/** `fleetwise controller` arguments for EC2 on moto: its AMI, cluster, state and objects, one-second rounds and passes. */
+export function awsControllerArgs(ami: string, cluster: string, stateDir: string, objects: string): string[] {
+  return [
+    'controller',
+    '--provider',
+    'aws',
+    '--cluster',
+    cluster,
+    '--state-dir',
+    stateDir,
+    '--round-seconds',
+    '1',
+    '--poll-seconds',
+    '1',
+    '--ami',
+    ami,
+    '--object-store',
+    objects,
+  ];
+}
