@@ -5,6 +5,10 @@ import { createServer, request as httpRequest, type Server } from 'node:http';
  * backend's /readyz (200 only on the active controller) every `checkMs` and forwards every request, body and all, to
  * the one that answered 200; with none ready it answers 503, as a balancer with no healthy target does. Workers and
  * clients of an HA test talk to it only, so they follow a takeover without knowing which controller is active.
+ *
+ * Like a real balancer it takes a target out only after UNHEALTHY_THRESHOLD checks in a row found no backend ready
+ * (or at once when another backend answers 200, or the target's process is gone): one probe answered late by an
+ * active controller on a loaded host must not make the balancer answer 503 in between.
  */
 export interface ActiveProxy {
   readonly url: string;
@@ -13,15 +17,20 @@ export interface ActiveProxy {
   close(): Promise<void>;
 }
 
+/** Checks in a row that found no backend ready before the target is taken out (an ALB's default is 2). */
+const UNHEALTHY_THRESHOLD = 3;
+
 export async function startActiveProxy(
   backends: () => readonly string[],
   checkMs = 100,
 ): Promise<ActiveProxy> {
   let active: string | undefined;
+  let failedChecks = 0;
   let closed = false;
   const check = async (): Promise<void> => {
     let found: string | undefined;
-    for (const backend of backends()) {
+    const candidates = backends();
+    for (const backend of candidates) {
       try {
         const response = await fetch(`${backend}/readyz`, { signal: AbortSignal.timeout(1000) });
         await response.arrayBuffer();
@@ -33,7 +42,14 @@ export async function startActiveProxy(
         // down or starting: not a target
       }
     }
-    active = found;
+    if (found !== undefined) {
+      active = found;
+      failedChecks = 0;
+      return;
+    }
+    failedChecks += 1;
+    if (failedChecks >= UNHEALTHY_THRESHOLD || (active !== undefined && !candidates.includes(active)))
+      active = undefined;
   };
   const poll = async (): Promise<void> => {
     while (!closed) {
