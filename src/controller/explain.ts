@@ -213,7 +213,10 @@ export function summarizeForJob(
   const { decision, configuration } = round;
   const parts: string[] = [];
   const waiting = decision.waiting.find((w) => w.jobId === jobId);
-  if (waiting !== undefined) parts.push(`kept waiting: ${waitInWords(waiting.cap, waiting.capName)}`);
+  if (waiting !== undefined)
+    parts.push(
+      `kept waiting: ${waitInWords(waiting.cap, waiting.brokenAlone?.join(', ') ?? waiting.capName)}`,
+    );
   const pinned = decision.pinned.find((p) => p.jobId === jobId);
   if (pinned !== undefined) parts.push(`kept in place: ${pinned.why}`);
   const placed = configuration.instances.filter((i) => i.taskIds.some((t) => taskIds.has(t)));
@@ -255,7 +258,7 @@ function neverFitsCause(classId: string, capName: string | undefined): string {
 
 /**
  * A decision's `waiting` entry in words: the queue's (`queue small: class-share, position 2`, with the cap's name
- * when recorded) or a cap's name.
+ * when recorded, or every cap a never-fits job breaks alone) or a cap's name.
  */
 export function waitInWords(cap: string, capName?: string): string {
   if (!isQueueWait(cap)) return `placing it would break the cap ${cap}`;

@@ -105,15 +105,18 @@ export function waitCapName(q: QueuedPosition, decision: QueueDecision, caps: Qu
   const { result } = decision;
   const reason = shownWaitReason(q, result);
   if (reason === 'class-share') return `class ${q.classId} share`;
-  const job = decision.waiting.get(q.jobId);
-  if (reason === 'never-fits') {
-    // Judged, as admission judges never-fits, on the footprint unscaled by the packing factor.
-    const alone =
-      job === undefined ? [] : capViolations(usageOf([job.fitFootprint ?? job.footprint], caps), caps);
-    return alone[0] ?? `class ${q.classId} maxShare`;
-  }
+  if (reason === 'never-fits') return capsBrokenAlone(q, decision, caps)[0] ?? `class ${q.classId} maxShare`;
   // Neither breaks one: held back behind another class's reservation of a cap, which one is not recorded.
   return brokenCap(q.jobId, decision, caps) ?? headCaps(decision, caps).get(q.classId) ?? 'caps';
+}
+
+/**
+ * Every cap a job breaks on its own (none when only its class's maxShare keeps it out), judged as admission judges
+ * never-fits: on the footprint unscaled by the packing factor.
+ */
+export function capsBrokenAlone(q: QueuedPosition, decision: QueueDecision, caps: QueueCaps): string[] {
+  const job = decision.waiting.get(q.jobId);
+  return job === undefined ? [] : capViolations(usageOf([job.fitFootprint ?? job.footprint], caps), caps);
 }
 
 /** The first cap `jobId`'s footprint breaks on top of what admission admitted, if any. */

@@ -7,7 +7,7 @@ import {
   type PreemptionVictim,
   type QueueDecision,
 } from '../queue/admission.js';
-import { NO_INSTANCE_TYPE, shownWaitReason, waitCapName } from '../queue/admission-views.js';
+import { capsBrokenAlone, NO_INSTANCE_TYPE, shownWaitReason, waitCapName } from '../queue/admission-views.js';
 import type { QueueCaps } from '../queue/caps.js';
 import { diffConfiguration, type ConfigurationDiff } from '../scheduler/actions.js';
 import type { Plan, Scheduler, ThroughputObservation, WaitingEntry } from '../scheduler/types.js';
@@ -128,10 +128,13 @@ function withQueueWaits(plan: Plan, queue: QueueDecision, caps: QueueCaps): Plan
   const waits: WaitingEntry[] = [];
   for (const q of queue.result.queued) {
     const where = position.get(q.jobId);
+    const reason = shownWaitReason(q, queue.result);
+    const brokenAlone = reason === 'never-fits' ? capsBrokenAlone(q, queue, caps) : [];
     waits.push({
       jobId: q.jobId,
-      cap: `${QUEUE_WAIT_PREFIX}${q.classId}: ${shownWaitReason(q, queue.result)}${where === undefined ? '' : `, position ${where}`}`,
+      cap: `${QUEUE_WAIT_PREFIX}${q.classId}: ${reason}${where === undefined ? '' : `, position ${where}`}`,
       capName: waitCapName(q, queue, caps),
+      ...(brokenAlone.length > 1 ? { brokenAlone } : {}),
     });
   }
   for (const u of queue.unhostable)

@@ -65,6 +65,11 @@ export interface WaitingEntry {
    * read it through `waitingCapName` (round/round.ts).
    */
   readonly capName?: string | undefined;
+  /**
+   * For a job that can never run under the caps: every cap it breaks on its own (`capName` is the first), so that
+   * raising one of them is not taken for enough. Absent when it breaks one, or none.
+   */
+  readonly brokenAlone?: readonly string[] | undefined;
 }
 
 /** Why a round's plan was chosen; shown to users by `fleetwise why` and kept in the state store. */
