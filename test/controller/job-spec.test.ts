@@ -353,7 +353,11 @@ describe('parseJobSpec: rejected specs name the field and the reason', () => {
       /^tasks\.0\.image: not an image reference/,
     ],
     ['broken YAML', 'name: [unclosed\nteam: t\n', /^not valid YAML\/JSON: /],
-    ['a duplicated key', `${MINIMAL}team: other\n`, /^not valid YAML\/JSON: Map keys must be unique/],
+    [
+      'a duplicated key',
+      `${MINIMAL}team: other\n`,
+      /^not valid YAML\/JSON: the key "team" is given more than once, again at line \d+, column 1$/,
+    ],
     ['a list at the root', '- a\n- b\n', /^\(root\): expected a job spec/],
   ];
 

@@ -55,16 +55,24 @@ export function readSpecText(text: string, source: string): SpecText {
   if (doc.errors.length > 0)
     throw new ValidationError(
       source,
-      doc.errors.map((e) => `not valid YAML/JSON: ${firstLine(e.message)}`),
+      doc.errors.map((e) => syntaxProblem(e.message)),
     );
   keepEnvValuesAsWritten(doc);
   let value: unknown;
   try {
     value = doc.toJS({ maxAliasCount: 100 });
   } catch (e) {
-    throw new ValidationError(source, [`not valid YAML/JSON: ${firstLine((e as Error).message)}`]);
+    throw new ValidationError(source, [syntaxProblem((e as Error).message)]);
   }
   return { doc, lineCounter, value };
+}
+
+/**
+ * A parser error as one problem line: its first line, without the colon the yaml parser ends it with to introduce the
+ * source line it quotes below (left out here).
+ */
+function syntaxProblem(message: string): string {
+  return `not valid YAML/JSON: ${firstLine(message).replace(/:$/, '')}`;
 }
 
 /** Validate spec text read by readSpecText; problems name the field path, the reason and the line. */
