@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { noticeTimeSchema } from '../protocol/notice-time.js';
 
 /**
  * EC2's interruption events as EventBridge delivers them (to an SQS queue, as Karpenter's `--interruption-queue`
@@ -52,64 +53,11 @@ export const REBALANCE_DETAIL_TYPE = 'EC2 Instance Rebalance Recommendation';
 
 const instanceId = z.string().regex(/^i-[0-9a-f]{8,32}$/, 'an EC2 instance id like i-0abc…');
 
-/**
- * The event's time bounds: EventBridge stamps its events now, so a time far outside these is a forged or broken
- * message. Checked here, not where it is used: a time a Date can hold but not one two minutes later (year 275760)
- * would otherwise throw while its batch is handled.
- */
-const EARLIEST_EVENT_MS = Date.UTC(2000, 0, 1);
-const LATEST_EVENT_MS = Date.UTC(2200, 0, 1);
-// EventBridge's form: 2026-11-24T13:00:00Z (fractional seconds and an offset allowed).
-const ISO_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
-
-/**
- * Whether the date and time as written exist on the calendar and clock: Date.parse rolls impossible ones over
- * (2026-02-30 is read as March 2), so the fields are built again and compared.
- */
-function existsAsWritten(t: string): boolean {
-  const m = ISO_DATE_TIME.exec(t);
-  if (m === null) return false;
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-  ];
-  const at = new Date(Date.UTC(year, month - 1, day, hour, minute, second));
-  return (
-    at.getUTCFullYear() === year &&
-    at.getUTCMonth() === month - 1 &&
-    at.getUTCDate() === day &&
-    at.getUTCHours() === hour &&
-    at.getUTCMinutes() === minute &&
-    at.getUTCSeconds() === second
-  );
-}
-const eventTime = z
-  .string()
-  .max(64)
-  .superRefine((t, ctx) => {
-    const ms = Date.parse(t);
-    if (!ISO_DATE_TIME.test(t))
-      ctx.addIssue({
-        code: z.ZodIssueCode.custom,
-        message: 'an ISO 8601 date-time like 2026-11-24T13:00:00Z',
-      });
-    else if (!(Number.isFinite(ms) && ms >= EARLIEST_EVENT_MS && ms < LATEST_EVENT_MS))
-      ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'a real date between 2000 and 2200' });
-    else if (!existsAsWritten(t))
-      ctx.addIssue({
-        code: z.ZodIssueCode.custom,
-        message: `a date and time that exist (${t.slice(0, 19)} is not on the calendar)`,
-      });
-  });
-
 const envelopeSchema = z.object({
   source: z.string(),
   'detail-type': z.string(),
-  time: eventTime,
+  // EventBridge stamps its events now: checked as every notice time is (a real date between 2000 and 2200).
+  time: noticeTimeSchema,
   detail: z.unknown(),
 });
 const spotDetailSchema = z.object({

@@ -2,10 +2,11 @@ import type { Catalog } from '../core/catalog.js';
 import { demandOn } from '../core/resources.js';
 import type { ContextLimits } from '../protocol/context-limits.js';
 import { noticeCappedTimeoutSeconds } from '../core/spot.js';
+import { noticeTimeMs } from '../protocol/notice-time.js';
 import type { DesiredTask } from '../protocol/worker-protocol.js';
 import type { Clock } from './clock.js';
 import { expandTasks } from './job-spec/tasks.js';
-import { spotNoticeTime } from './spot-interruptions.js';
+import { SPOT_INTERRUPTION_EVENT, spotNoticeTime } from './spot-interruptions.js';
 import type { InstanceRecord, JobRecord, StateStore, TaskRecord } from './state-store.js';
 
 /** What describing a task for its worker needs of the controller's options (WorkerTaskControlOptions). */
@@ -80,9 +81,10 @@ export function describeTask(
 
 /**
  * A checkpoint-stop's timeout: the job's, capped as the worker caps it when it reads the notice itself (the time left
- * less a margin for its last heartbeat, at least a second) when the instance has a spot interruption notice with a
- * time. A notice that reached only the controller (the interruption queue, a worker whose metadata read failed)
- * would otherwise leave a 300 s or 900 s checkpoint timeout running past the reclaim, its upload cut off.
+ * less a margin for its last heartbeat, at least a second) when the instance has a spot interruption notice. A notice
+ * that reached only the controller (the interruption queue, a worker whose metadata read failed) would otherwise leave
+ * a 300 s or 900 s checkpoint timeout running past the reclaim, its upload cut off. A notice recorded with no time that
+ * can be read (an older record) is counted from when it was recorded plus EC2's two minutes.
  */
 function checkpointStopTimeout(
   timeoutSeconds: number,
@@ -90,9 +92,17 @@ function checkpointStopTimeout(
   options: DescribeOptions,
 ): number {
   if (options.store === undefined || options.clock === undefined) return timeoutSeconds;
-  const time = spotNoticeTime(options.store, inst.id);
-  if (time === undefined) return timeoutSeconds;
-  return noticeCappedTimeoutSeconds(timeoutSeconds, Date.parse(time), options.clock.nowSeconds() * 1000);
+  const notice = options.store.listEvents({
+    instanceId: inst.id,
+    kind: SPOT_INTERRUPTION_EVENT,
+    limit: 1,
+  })[0];
+  if (notice === undefined) return timeoutSeconds;
+  return noticeCappedTimeoutSeconds(
+    timeoutSeconds,
+    { actionAtMs: noticeTimeMs(spotNoticeTime(options.store, inst.id)), seenAtMs: notice.atSeconds * 1000 },
+    options.clock.nowSeconds() * 1000,
+  );
 }
 
 /**

@@ -37,17 +37,36 @@ export const SPOT_NOTICE_SECONDS = 120;
  */
 export const SPOT_NOTICE_MARGIN_SECONDS = 10;
 
+/** A spot interruption notice as a checkpoint-stop's cap reads it (epoch ms). */
+export interface SpotNoticeTimes {
+  /** When EC2 acts, as the notice says; undefined when it gives no time that can be read
+   * (src/protocol/notice-time.ts). */
+  readonly actionAtMs: number | undefined;
+  /** When the notice was seen (recorded by the controller, read by the worker). */
+  readonly seenAtMs: number;
+}
+
 /**
- * A checkpoint-stop's timeout under a notice whose action time is `actionAtMs` (epoch ms), at `nowMs`: the job's own
- * timeout, capped at the time left less the margin, at least 1 s. An unreadable time leaves the job's timeout.
+ * When EC2 acts on a notice: the time it gives, else SPOT_NOTICE_SECONDS after it was seen (EC2's lead, as the
+ * reconciler counts it for an empty instance). Never no time: the cap would go, and a 900 s checkpoint-stop would run
+ * past the reclaim with its upload.
+ */
+export function noticeActionAtMs(notice: SpotNoticeTimes): number {
+  return notice.actionAtMs !== undefined && Number.isFinite(notice.actionAtMs)
+    ? notice.actionAtMs
+    : notice.seenAtMs + SPOT_NOTICE_SECONDS * 1000;
+}
+
+/**
+ * A checkpoint-stop's timeout under a spot interruption notice, at `nowMs`: the job's own timeout, capped at the time
+ * left before EC2 acts (noticeActionAtMs) less the margin, at least 1 s.
  */
 export function noticeCappedTimeoutSeconds(
   timeoutSeconds: number,
-  actionAtMs: number,
+  notice: SpotNoticeTimes,
   nowMs: number,
 ): number {
-  if (!Number.isFinite(actionAtMs)) return timeoutSeconds;
-  const leftSeconds = (actionAtMs - nowMs) / 1000 - SPOT_NOTICE_MARGIN_SECONDS;
+  const leftSeconds = (noticeActionAtMs(notice) - nowMs) / 1000 - SPOT_NOTICE_MARGIN_SECONDS;
   return Math.max(1, Math.min(timeoutSeconds, Math.floor(leftSeconds)));
 }
 

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { contextLimitsSchema } from './context-limits.js';
+import { noticeTimeSchema } from './notice-time.js';
 
 /**
  * The worker protocol, level-triggered over HTTP, shared by the worker agent (its client, src/worker/) and the
@@ -231,8 +232,12 @@ export const interruptionNoticeSchema = z.strictObject({
   kind: z.enum(['spot-interruption', 'rebalance-recommendation']),
   /** spot-interruption only: what EC2 will do to the instance. */
   action: z.enum(['terminate', 'stop', 'hibernate']).optional(),
-  /** When EC2 acts (spot-interruption) or when it recommended a rebalance, as the metadata service says (ISO 8601). */
-  time: z.string().min(1).max(64),
+  /**
+   * When EC2 acts (spot-interruption) or when it recommended a rebalance, as the metadata service says (ISO 8601, a
+   * date and time that exist, between 2000 and 2200: notice-time.ts). A time that is none would leave the controller
+   * no reclaim to cap a checkpoint-stop at, so it is refused with the heartbeat.
+   */
+  time: noticeTimeSchema,
 });
 export type InterruptionNotice = z.infer<typeof interruptionNoticeSchema>;
 

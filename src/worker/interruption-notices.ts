@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { noticeTimeSchema } from '../protocol/notice-time.js';
 import type { InterruptionNotice } from '../protocol/worker-protocol.js';
 import { DEFAULT_IMDS_URL, MetadataServiceError } from './launch-credential.js';
 
@@ -20,11 +21,13 @@ export const SPOT_INSTANCE_ACTION_PATH = '/latest/meta-data/spot/instance-action
 export const REBALANCE_RECOMMENDATION_PATH = '/latest/meta-data/events/recommendations/rebalance';
 export const DEFAULT_NOTICE_POLL_SECONDS = 5;
 
+// The times are checked as the heartbeat and the interruption queue check them: a time the worker cannot read would
+// leave its checkpoints no reclaim to finish by, and the controller would refuse the heartbeat carrying it.
 const instanceActionSchema = z.object({
   action: z.enum(['terminate', 'stop', 'hibernate']),
-  time: z.string().min(1).max(64),
+  time: noticeTimeSchema,
 });
-const rebalanceSchema = z.object({ noticeTime: z.string().min(1).max(64) });
+const rebalanceSchema = z.object({ noticeTime: noticeTimeSchema });
 
 /** Reads the notices once per call; undefined while there is none. */
 export interface InterruptionNoticeSource {

@@ -1,4 +1,5 @@
-import { SPOT_NOTICE_MARGIN_SECONDS } from '../core/spot.js';
+import { noticeActionAtMs, SPOT_NOTICE_MARGIN_SECONDS } from '../core/spot.js';
+import { noticeTimeMs } from '../protocol/notice-time.js';
 import type { InterruptionNotice } from '../protocol/worker-protocol.js';
 import { sleepUnlessAborted } from '../storage/retry.js';
 import type { AgentLogger, AgentOptions } from './agent-options.js';
@@ -21,6 +22,8 @@ export interface NoticeResponseDeps {
 export class NoticeResponse {
   /** The strongest interruption notice seen (reported in every heartbeat from then on). */
   private notice: InterruptionNotice | undefined;
+  /** When this agent first saw that notice (epoch ms): the reclaim is counted from it when the notice's time is none. */
+  private noticeSeenAtMs = Number.NaN;
 
   constructor(private readonly deps: NoticeResponseDeps) {}
 
@@ -47,6 +50,7 @@ export class NoticeResponse {
         lastError = undefined;
         if (notice !== undefined && this.stronger(notice)) {
           this.notice = notice;
+          this.noticeSeenAtMs = Date.now();
           this.deps.log.warn(
             notice.kind === 'spot-interruption'
               ? `spot interruption notice: EC2 will ${notice.action ?? 'terminate'} this instance at ${notice.time}; checkpointing and stopping every task now`
@@ -73,11 +77,14 @@ export class NoticeResponse {
 
   /** Checkpoint and stop what runs, within the time EC2 leaves; heartbeat again as soon as the uploads are done. */
   evacuate(): void {
-    const atMs = this.notice === undefined ? Number.NaN : Date.parse(this.notice.time);
-    // The margin kept for the last heartbeat (as the controller caps it); an unreadable time leaves the jobs' own.
-    const leftSeconds = Number.isFinite(atMs)
-      ? (atMs - Date.now()) / 1000 - SPOT_NOTICE_MARGIN_SECONDS
-      : Number.POSITIVE_INFINITY;
+    if (this.notice === undefined) return;
+    // As the controller caps it: the time left less the margin kept for the last heartbeat. A time that is none (the
+    // metadata service's reply is checked, another source's may not be) counts EC2's two minutes from the sighting.
+    const atMs = noticeActionAtMs({
+      actionAtMs: noticeTimeMs(this.notice.time),
+      seenAtMs: this.noticeSeenAtMs,
+    });
+    const leftSeconds = (atMs - Date.now()) / 1000 - SPOT_NOTICE_MARGIN_SECONDS;
     const { started, capped, done } = this.deps.tasks.evacuate(leftSeconds);
     if (started.length === 0 && capped.length === 0) return;
     const log = this.deps.log;

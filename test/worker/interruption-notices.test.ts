@@ -85,6 +85,49 @@ describe('spot interruption notices', () => {
     }
   });
 
+  it('a notice whose time is not one (a word, a day that does not exist) is an error naming the field', async () => {
+    let action: Record<string, string> | undefined;
+    let rebalance: Record<string, string> | undefined;
+    const server = createServer((req, res) => {
+      if (req.method === 'PUT') return void res.end('token');
+      const body =
+        req.url === '/latest/meta-data/spot/instance-action'
+          ? action
+          : req.url === '/latest/meta-data/events/recommendations/rebalance'
+            ? rebalance
+            : undefined;
+      if (body === undefined) return void res.writeHead(404).end();
+      res.end(JSON.stringify(body));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const address = server.address();
+    const port = typeof address === 'object' && address !== null ? address.port : 0;
+    const source = imdsNoticeSource({ imdsUrl: `http://127.0.0.1:${port}` });
+    try {
+      // Date.parse reads it as March 2: the worker would count two days to a reclaim two minutes off.
+      action = { action: 'terminate', time: '2026-02-30T10:00:00Z' };
+      await expect(source.poll()).rejects.toThrow(
+        /spot\/instance-action: time: a date and time that exist \(2026-02-30T10:00:00 is not on the calendar\)/,
+      );
+      action = { action: 'terminate', time: 'soon' };
+      await expect(source.poll()).rejects.toThrow(/spot\/instance-action: time: an ISO 8601 date-time/);
+      action = undefined;
+      rebalance = { noticeTime: '3000-01-01T00:00:00Z' };
+      await expect(source.poll()).rejects.toThrow(
+        /recommendations\/rebalance: noticeTime: a real date between 2000 and 2200/,
+      );
+      // A time that exists, with its fractional seconds, is read.
+      action = { action: 'stop', time: '2026-11-24T13:02:00.123Z' };
+      expect(await source.poll()).toEqual({
+        kind: 'spot-interruption',
+        action: 'stop',
+        time: '2026-11-24T13:02:00.123Z',
+      });
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
   it('on an interruption notice the agent checkpoints and uploads at once, tells the controller, and starts nothing more', async () => {
     const workDir = join(tmp, 'agent');
     const logger = new RecordingLogger();

@@ -9,7 +9,7 @@ import { readAll } from '../../src/storage/streams.js';
 import { WorkerAgent } from '../../src/worker/agent.js';
 import { ControllerClient } from '../../src/worker/controller-client.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
-import { imdsNoticeSource } from '../../src/worker/interruption-notices.js';
+import { imdsNoticeSource, type InterruptionNoticeSource } from '../../src/worker/interruption-notices.js';
 import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { startFakeSpotNotices, type FakeSpotNotices } from '../helpers/fake-spot-notices.js';
 import { BOOTSTRAP, FakeController, RecordingLogger, until } from './agent-fixtures.js';
@@ -66,10 +66,14 @@ describe('a spot notice during a checkpoint-stop under way', () => {
     };
   }
 
-  /** An agent on its own work directory, the task running, then a checkpoint-stop with a 60 s timeout under way. */
+  /**
+   * An agent on its own work directory, the task running, then a checkpoint-stop with a 60 s timeout (or
+   * `stopTimeoutSeconds`) under way. The agent reads its notices from the fake metadata service, or from `source`.
+   */
   async function stopUnderWay(
     name: string,
     taskId: string,
+    options: { readonly source?: InterruptionNoticeSource; readonly stopTimeoutSeconds?: number } = {},
   ): Promise<{ agent: WorkerAgent; logger: RecordingLogger; notices: FakeSpotNotices }> {
     notices = await startFakeSpotNotices();
     const workDir = join(tmp, name);
@@ -84,7 +88,10 @@ describe('a spot notice during a checkpoint-stop under way', () => {
       workDir,
       heartbeatSeconds: 0.2,
       checkpointPollMs: 50,
-      interruptionNotices: { source: imdsNoticeSource({ imdsUrl: notices.url }), pollSeconds: 0.1 },
+      interruptionNotices: {
+        source: options.source ?? imdsNoticeSource({ imdsUrl: notices.url }),
+        pollSeconds: 0.1,
+      },
       logger,
     });
     const leave = new AbortController();
@@ -100,7 +107,7 @@ describe('a spot notice during a checkpoint-stop under way', () => {
     await until('the task running', () =>
       Promise.resolve(controller.last(taskId)?.state === 'running' ? true : undefined),
     );
-    controller.answer = [task(taskId, 'checkpoint-stop', 60)];
+    controller.answer = [task(taskId, 'checkpoint-stop', options.stopTimeoutSeconds ?? 60)];
     await until('the checkpoint-stop under way', () =>
       Promise.resolve(controller.last(taskId)?.state === 'checkpointing' ? true : undefined),
     );
@@ -136,6 +143,29 @@ describe('a spot notice during a checkpoint-stop under way', () => {
       logger.lines.some((l) => /checkpoint-stop of mid-1\.0 under way: killed in at most [23] s/.test(l)),
     ).toBe(true);
     expect(logger.lines.some((l) => /mid-1\.0 checkpointed and stopped \(killed/.test(l))).toBe(true);
+  });
+
+  it("a notice whose time cannot be read still cuts a long stop short, counting EC2's two minutes from its sighting", async () => {
+    // A source other than the metadata service's checked reader: nothing vouches for its time.
+    let armed = false;
+    const source: InterruptionNoticeSource = {
+      poll: () =>
+        Promise.resolve(armed ? { kind: 'spot-interruption', action: 'terminate', time: 'soon' } : undefined),
+    };
+    const { logger } = await stopUnderWay('unreadable-time', 'mid-3.0', {
+      source,
+      stopTimeoutSeconds: 900,
+    });
+    armed = true;
+    // 120 s from the sighting less the 10 s margin: far under the stop's own 900 s, which would outlast the reclaim.
+    const capped = await until('the stop under way capped', () =>
+      Promise.resolve(
+        logger.lines.find((l) => l.includes('checkpoint-stop of mid-3.0 under way: killed in at most')),
+      ),
+    );
+    const seconds = Number(/killed in at most (\d+) s/.exec(capped)?.[1]);
+    expect(seconds).toBeGreaterThan(100);
+    expect(seconds).toBeLessThanOrEqual(110);
   });
 
   it('a notice only the controller saw cuts the stop short through the capped timeout of its answer', async () => {

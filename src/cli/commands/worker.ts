@@ -114,6 +114,41 @@ const probeFlagsSchema = z
     message: 'must be at least --probe-interval-seconds (a shorter window is empty between probes)',
   });
 
+/**
+ * The controller's and the metadata service's addresses: http or https only. Anything else (`notaurl`, `ftp://x`)
+ * would start a worker that never registers, or one that runs without spot notices behind a warning in its log.
+ */
+const httpUrl = z.string().refine(
+  (text) => {
+    try {
+      return ['http:', 'https:'].includes(new URL(text).protocol);
+    } catch {
+      return false;
+    }
+  },
+  { message: 'an http:// or https:// URL' },
+);
+
+/** Each address under the name it was given by: the metadata service's flag wins over its environment variable. */
+const urlFlagsSchema = z.object({
+  '--controller': httpUrl,
+  '--imds-url': httpUrl.optional(),
+  [IMDS_URL_ENV]: httpUrl.optional(),
+});
+
+function checkUrls(flags: Pick<WorkerFlags, 'controller' | 'imdsUrl'>, env: NodeJS.ProcessEnv): void {
+  const fromEnv = env[IMDS_URL_ENV] === '' ? undefined : env[IMDS_URL_ENV];
+  parseWith(
+    urlFlagsSchema,
+    {
+      '--controller': flags.controller,
+      '--imds-url': flags.imdsUrl,
+      [IMDS_URL_ENV]: flags.imdsUrl === undefined ? fromEnv : undefined,
+    },
+    'fleetwise worker',
+  );
+}
+
 const bootDelaySchema = z.coerce
   .number({ error: 'a number of seconds' })
   .min(0, 'at least 0')
@@ -164,6 +199,7 @@ export function launchCredentialFrom(
 }
 
 export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  checkUrls(flags, env);
   const workDir = resolve(flags.workDir ?? join('.fleetwise-worker', flags.instanceId));
   const saved = new SavedCredential(workDir, flags.instanceId);
   const launch = launchCredentialFrom(flags, env);
