@@ -58,6 +58,18 @@ describe('a checkpoint-stop under a spot interruption notice', () => {
     expect(stopTimeout()).toBe(1);
   });
 
+  it('counts a notice whose time cannot be read (a record from before times were checked) as two minutes from when it came', async () => {
+    const { r, clock, cloudId, stopTimeout } = await running(slowCheckpoint());
+    expect(r.controller.interruptionFromQueue(cloudId, { kind: 'spot-interruption', time: 'soon' })).toBe(
+      true,
+    );
+    await r.controller.runRound();
+    await r.controller.reconcile();
+    expect(stopTimeout()).toBe(110);
+    clock.advance(60);
+    expect(stopTimeout()).toBe(50);
+  });
+
   it("keeps the job's timeout without a notice, or under a notice that leaves more", async () => {
     const drained = await running(slowCheckpoint());
     drained.r.controller.drain(drained.inst.id);
