@@ -12,6 +12,7 @@ import {
 } from './caps.js';
 import type { StageDistribution } from './success.js';
 import { admit, type AdmissionResult, type QueuedJob, type RunningQueuedJob } from './admit.js';
+import { lagsAt, nextLagState, type ClassLagState } from './class-lag.js';
 import { classify } from './class-shares.js';
 import { FIFO_CONFIG, type WfqConfig } from './wfq.js';
 
@@ -20,7 +21,7 @@ import { FIFO_CONFIG, type WfqConfig } from './wfq.js';
  * `decide` lets waiting jobs into the snapshot under the caps (`admit`, admit.ts); jobs holding capacity (placed,
  * starting, moving) always stay in it and multi-task jobs are admitted whole. `victims` turns admission's
  * preemption proposals into the stops a round may carry out. It keeps what must survive between rounds (when each
- * job was admitted, classes' short-round counters, preemptions still checkpointing, fairness bookkeeping) and
+ * job was admitted, classes' short-round counters and lags, preemptions still checkpointing, fairness bookkeeping) and
  * `fork()` copies all of it for a completion-time prediction, which then replays the very admission in use.
  */
 
@@ -113,6 +114,8 @@ export interface AdmissionState {
   readonly memory: readonly (readonly [string, JobMemory])[];
   readonly shortRounds: readonly (readonly [string, number])[] | undefined;
   readonly preempting: readonly (readonly [string, string])[];
+  /** The classes' lags (class-lag.ts); absent before the first round. */
+  readonly lag?: ClassLagState | undefined;
 }
 
 export interface JobMemory {
@@ -138,6 +141,8 @@ export class Admission {
   private shortRounds: ReadonlyMap<string, number> | undefined;
   /** Preempted jobs still checkpointing back to the queue → the class reclaiming its share. */
   private preempting = new Map<string, string>();
+  /** The classes' lags as of the last round, and how they accrue until the next (class-lag.ts). */
+  private lag: ClassLagState | undefined;
   readonly config: WfqConfig;
   readonly caps: QueueCaps;
   readonly admitBy: AdmitBy;
@@ -172,6 +177,7 @@ export class Admission {
     copy.memory = new Map([...this.memory].map(([id, m]) => [id, { ...m }]));
     copy.shortRounds = this.shortRounds;
     copy.preempting = new Map(this.preempting);
+    copy.lag = this.lag; // never mutated, only replaced
     return copy;
   }
 
@@ -184,6 +190,7 @@ export class Admission {
       memory: [...this.memory].map(([id, m]) => [id, { ...m }]),
       shortRounds: this.shortRounds === undefined ? undefined : [...this.shortRounds],
       preempting: [...this.preempting],
+      ...(this.lag === undefined ? {} : { lag: copyLagState(this.lag) }),
     };
   }
 
@@ -193,6 +200,7 @@ export class Admission {
     admission.memory = new Map(state.memory.map(([id, m]) => [id, { ...m }]));
     admission.shortRounds = state.shortRounds === undefined ? undefined : new Map(state.shortRounds);
     admission.preempting = new Map(state.preempting);
+    admission.lag = state.lag === undefined ? undefined : copyLagState(state.lag);
     return admission;
   }
 
@@ -215,8 +223,8 @@ export class Admission {
   }
 
   /**
-   * This round's admissions over `snapshot` (every live job). Remembers admission times, short-round counters and
-   * fairness counts for the next round. `onPaidRoom`: the jobs would go on capacity already paid for
+   * This round's admissions over `snapshot` (every live job). Remembers admission times, short-round counters, the
+   * classes' lags and fairness counts for the next round. `onPaidRoom`: the jobs would go on capacity already paid for
    * (`admissibleNow`).
    */
   decide(snapshot: ClusterSnapshot, info: AdmissionInfo, onPaidRoom = false): QueueDecision {
@@ -281,6 +289,7 @@ export class Admission {
       return { ...j, fitFootprint: scaledCost(j.footprint, factor) };
     };
     const sizedWaiting = new Map([...waiting].map(([id, j]) => [id, cutSized(j)]));
+    const lagSeconds = lagsAt(this.lag, now);
     const result = admit({
       nowSeconds: now,
       caps: this.caps,
@@ -288,9 +297,11 @@ export class Admission {
       running: sizedRunning,
       waiting: [...sizedWaiting.values()],
       shortRounds: this.shortRounds,
+      lagSeconds,
       onPaidRoom,
     });
     this.shortRounds = result.shortRounds;
+    this.lag = nextLagState(lagSeconds, result.classes, result.queued, now);
     for (const id of result.admitted) (this.memory.get(id) as JobMemory).admittedSeconds = now;
 
     const queues = new Map<string, string[]>();
@@ -325,7 +336,7 @@ export class Admission {
    * rounds places only these). Such room adds nothing to the fleet, so the caps' exact check is left out (`admit`'s
    * `onPaidRoom`); a job over its class's ceiling (`maxShare`) or one that never fits is not let in, and the classes'
    * shares order the rest as at a round. Decided on a copy: what the rounds remember (admission times, short-round
-   * counters, fairness counts) is left as it was.
+   * counters, lags, fairness counts) is left as it was.
    */
   admissibleNow(snapshot: ClusterSnapshot, info: AdmissionInfo): readonly string[] {
     return this.fork().decide(snapshot, info, true).result.admitted;
@@ -473,6 +484,10 @@ function queuedJob(sched: SchedJob, taskCount: number, memory: JobMemory, info: 
     success: info.success?.distribution,
     stagesDone: info.success?.stagesDone,
   };
+}
+
+function copyLagState(state: ClassLagState): ClassLagState {
+  return { atSeconds: state.atSeconds, classes: state.classes.map((c) => [...c] as const) };
 }
 
 /** A footprint with its $/hour scaled (the instance count and quota use stay). */

@@ -9,6 +9,7 @@ import {
   type JobFootprint,
   type QueueCaps,
 } from './caps.js';
+import { LAG_EPS_SECONDS } from './class-lag.js';
 import { classify, waterFill } from './class-shares.js';
 import { orderQueue, type OrderableJob } from './ordering.js';
 import type { WfqConfig } from './wfq.js';
@@ -49,6 +50,11 @@ export interface AdmissionInput {
   readonly waiting: readonly QueuedJob[];
   /** Consecutive rounds each class has been short of its guarantee (from the previous result). */
   readonly shortRounds?: ReadonlyMap<string, number> | undefined;
+  /**
+   * Each class's lag now (class-lag.ts: seconds of the capped capacity its fluid share owed it while it waited, less
+   * what it held); a class not listed is at 0. It ranks the classes in the work-conserving pass.
+   */
+  readonly lagSeconds?: ReadonlyMap<string, number> | undefined;
   /**
    * The waiting jobs would go on capacity already paid for (placement between rounds): they add no instance, dollar
    * or quota use to the fleet, so neither the caps' exact check nor the whole capacity's bound (a share of 1) applies.
@@ -122,8 +128,11 @@ interface Entry<J extends QueuedJob> {
  * 2. Share pass: per class, in its ordering, admit the prefix of waiting jobs that fits in the class's fluid share
  *    and the exact caps (head-of-line blocking inside a class keeps its order, hence its predictions).
  * 3. Work-conserving pass: while some class's head job fits the exact caps (and its class's `maxShare` ceiling), admit
- *    it, largest (fluid − used) deficit first: no class idles capacity another class's head could use. A class below
- *    its fluid share whose head the caps hold back keeps what is free for that head (a reservation): otherwise a
+ *    it: no class idles capacity another class's head could use. Classes below their fluid share go first, then the
+ *    largest lag (service owed over time, class-lag.ts), then the largest (fluid − used) deficit, then config order.
+ *    The deficit alone has no memory: when a job ends every class may hold nothing, and the heavier class, or the
+ *    one listed first, would win every freed room while a head bigger than its class's share waits for good. A class
+ *    below its fluid share whose head the caps hold back keeps what is free for that head (a reservation): otherwise a
  *    head larger than what one ending job frees, in a class whose weight is below the head's share (so preemption
  *    never asks for it), would wait for good while smaller classes take each freed unit, and a class over its share
  *    could take room in the round that preempts its running jobs for the short class.
@@ -211,6 +220,18 @@ export function admit(input: AdmissionInput): AdmissionResult {
   // 3. work-conserving pass
   const overHoldLimit = (k: number, e: Entry<QueuedJob>): boolean =>
     (used[k] as number) + e.share > (holdLimit[k] as number) + EPS;
+  const lag = classIds.map((id) => input.lagSeconds?.get(id) ?? 0);
+  const deficitOf = (k: number): number => (fluid[k] as number) - (used[k] as number);
+  // Below its share first: a class's lag does not move while this pass gives it jobs, so ranked by lag alone one class
+  // could take every leftover room of the round, and room taken over its share from a class short of its guarantee is
+  // what the next rounds preempt.
+  const ranksAhead = (k: number, best: number): boolean => {
+    const below = deficitOf(k) > EPS;
+    if (below !== deficitOf(best) > EPS) return below;
+    const lagGap = (lag[k] as number) - (lag[best] as number);
+    if (Math.abs(lagGap) > LAG_EPS_SECONDS) return lagGap > 0;
+    return deficitOf(k) > deficitOf(best) + EPS;
+  };
   const passedOver = new Set<number>();
   let reserved: ReadonlySet<string> | undefined; // the caps the reservation's head waits on
   for (;;) {
@@ -220,7 +241,7 @@ export function admit(input: AdmissionInput): AdmissionResult {
       if (e === undefined || passedOver.has(k)) return;
       // Behind a reservation, only what leaves the reserved caps alone (a CPU job while a GPU quota is awaited).
       if (reserved !== undefined && capsUsed(e.job.footprint, caps).some((c) => reserved?.has(c))) return;
-      const deficit = (fluid[k] as number) - (used[k] as number);
+      const deficit = deficitOf(k);
       // Over its ceiling a head is never taken, but one only the caps hold back (it would fit them alone) still
       // reserves below its share: else the room a preemption freed for it goes to the preempted class again, whose
       // job the next round preempts again (plan-cost sizing moves with the fleet, so such a head can be over 1 at one
@@ -228,13 +249,13 @@ export function admit(input: AdmissionInput): AdmissionResult {
       const mayReserve =
         capsAreCeiling[k] === true && reserved === undefined && deficit > EPS && e.share <= 1 + EPS;
       if (overHoldLimit(k, e) && !mayReserve) return;
-      if (best < 0 || deficit > (fluid[best] as number) - (used[best] as number) + EPS) best = k;
+      if (best < 0 || ranksAhead(k, best)) best = k;
     });
     if (best < 0) break;
     const e = head(best) as Entry<QueuedJob>;
     if (fitsNow(e) && !overHoldLimit(best, e)) take(best);
     else {
-      if (reserved === undefined && (fluid[best] as number) - (used[best] as number) > EPS)
+      if (reserved === undefined && deficitOf(best) > EPS)
         reserved = new Set(capViolations(addUsage(usage, e.job.footprint, caps), caps));
       passedOver.add(best);
     }

@@ -542,7 +542,9 @@ describe('admission properties', () => {
         arbCaps,
         arbConfig,
         fc.integer({ min: 0, max: 14 }),
-        (jobs, caps, config, nRun) => {
+        // The classes' lags (ties included): they rank the classes of the work-conserving pass.
+        fc.array(fc.constantFrom(0, 0, -100, 50, 50, 200), { minLength: 3, maxLength: 3 }),
+        (jobs, caps, config, nRun, lags) => {
           // Running jobs: a prefix that fits the caps (as a previous round would have left it).
           const running: RunningQueuedJob[] = [];
           for (const j of jobs.slice(0, nRun))
@@ -554,7 +556,8 @@ describe('admission properties', () => {
             )
               running.push({ ...j, admittedSeconds: j.arrivalSeconds });
           const waiting = jobs.filter((j) => !running.includes(j as RunningQueuedJob));
-          const r = admit({ nowSeconds: 200, caps, config, running, waiting });
+          const lagSeconds = new Map(config.classes.map((c, k) => [c.id, lags[k] as number]));
+          const r = admit({ nowSeconds: 200, caps, config, running, waiting, lagSeconds });
           const byId = new Map(jobs.map((j) => [j.id, j]));
           const admittedFootprints = r.admitted.map((id) => (byId.get(id) as QueuedJob).footprint);
           const all = [...running.map((j) => j.footprint), ...admittedFootprints];
@@ -577,14 +580,20 @@ describe('admission properties', () => {
             expect(classUse.get(c) as number).toBeLessThanOrEqual(ceilingOf(c) + 1e-9);
           }
           // work conservation in whole jobs: a class head left waiting that fits in the leftover caps and its
-          // ceiling waits behind a reservation: the head of a class below its fluid share, at least as far below it,
-          // that the caps hold back, on a cap the waiting head would use
+          // ceiling waits behind a reservation: the head of a class below its fluid share that the caps hold back, on
+          // a cap the waiting head would use, and that ranked ahead of the waiting head's class (that class at or
+          // over its share, or owed more lag, or as much and at least as far below its share)
           const heads = r.queued.filter((x) => x.position === 0 && x.reason !== 'never-fits');
           const fits = (id: string) => fitsCaps([...all, (byId.get(id) as QueuedJob).footprint], caps);
           const deficit = (classId: string) => {
             const c = r.classes.find((k) => k.classId === classId) as (typeof r.classes)[number];
             return c.fluidShare - c.usedShare;
           };
+          const lagOf = (classId: string) => lagSeconds.get(classId) ?? 0;
+          const ranksAhead = (h: string, q: string) =>
+            deficit(q) <= 1e-9 ||
+            lagOf(h) > lagOf(q) + 1e-6 ||
+            (Math.abs(lagOf(h) - lagOf(q)) <= 1e-6 && deficit(h) >= deficit(q) - 1e-9);
           for (const q of heads) {
             const roomInClass =
               (classUse.get(q.classId) ?? 0) + shareOf(q.jobId) <= ceilingOf(q.classId) + 1e-9;
@@ -595,7 +604,7 @@ describe('admission properties', () => {
                 h.classId !== q.classId &&
                 !fits(h.jobId) &&
                 deficit(h.classId) > 1e-9 &&
-                deficit(h.classId) >= deficit(q.classId) - 1e-9 &&
+                ranksAhead(h.classId, q.classId) &&
                 capViolations(usageOf([...all, (byId.get(h.jobId) as QueuedJob).footprint], caps), caps).some(
                   (c) => uses.has(c),
                 ),
