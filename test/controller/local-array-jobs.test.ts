@@ -237,14 +237,12 @@ it('runs each job of an array with its index, lists them by index, and chains a 
   expect(dry.stdout).toMatch(
     /^array {6}4 jobs, alike but for FLEETWISE_ARRAY_INDEX 0–3; the cost and ETA below/m,
   );
-  const before = ((await controller.api('GET', '/v1/jobs?all=true')).json as { jobs: unknown[] }).jobs.length;
+  const before = ((await controller.api('GET', '/v1/jobs')).json as { jobs: unknown[] }).jobs.length;
   for (const bad of ['1', 'many', '10001']) {
     const refused = await runCli(['submit', point, '--array', bad], controller.env);
     expect(refused.code, bad).toBe(2);
     expect(refused.stderr).toContain('--array');
   }
-  expect(((await controller.api('GET', '/v1/jobs?all=true')).json as { jobs: unknown[] }).jobs).toHaveLength(
-    before,
-  );
+  expect(((await controller.api('GET', '/v1/jobs')).json as { jobs: unknown[] }).jobs).toHaveLength(before);
   // About thirty CLI processes against a local controller running real tasks: 40–50 s alone, more beside other files.
 }, 180_000);

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import { z } from 'zod';
-import { parseWith } from '../../core/validation.js';
+import { parseWith, ValidationError } from '../../core/validation.js';
 import type { SubmissionCommitHook } from '../service.js';
 import { isFinalJobState } from '../state/lifecycle.js';
 import type { JobRecord, StateStore } from '../state-store.js';
@@ -23,15 +24,19 @@ export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
 export const IDEMPOTENT_REPLAYED_HEADER = 'idempotent-replayed';
 
 const keyHeaders = z.object({
-  [IDEMPOTENCY_KEY_HEADER]: z
-    .string({ error: 'give one Idempotency-Key' })
-    .regex(IDEMPOTENCY_KEY_PATTERN, IDEMPOTENCY_KEY_RULE)
-    .optional(),
+  [IDEMPOTENCY_KEY_HEADER]: z.string().regex(IDEMPOTENCY_KEY_PATTERN, IDEMPOTENCY_KEY_RULE).optional(),
 });
 
-/** The request's idempotency key, if it sent one (400 naming the header when it is not one). */
-export function idempotencyKeyOf(headers: unknown): string | undefined {
-  return parseWith(keyHeaders, headers, 'headers')[IDEMPOTENCY_KEY_HEADER];
+/** The request's idempotency key, if it sent one (400 naming the header when it is not one, or came twice). */
+export function idempotencyKeyOf(
+  request: Pick<IncomingMessage, 'headers' | 'rawHeaders'>,
+): string | undefined {
+  // Node joins a repeated header's values with ', ', so two keys would otherwise be refused as one malformed key.
+  const sent = request.rawHeaders.filter(
+    (name, i) => i % 2 === 0 && name.toLowerCase() === IDEMPOTENCY_KEY_HEADER,
+  ).length;
+  if (sent > 1) throw new ValidationError('headers', [`${IDEMPOTENCY_KEY_HEADER}: give one Idempotency-Key`]);
+  return parseWith(keyHeaders, request.headers, 'headers')[IDEMPOTENCY_KEY_HEADER];
 }
 
 /** What a submission needs to make its jobs: the hook recording its key, and what to call once it withdrew them. */

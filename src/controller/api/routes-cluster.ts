@@ -8,14 +8,15 @@ import { bodyOf, CONTEXT_UPLOAD_URL } from './body.js';
 import { ContextArchiveError, ContextInspector } from './context-inspector.js';
 import { HttpError, notFound } from './errors.js';
 import type { ApiContext, RouteTable } from './routing.js';
+import { queryParameters } from './query.js';
 import { sinceQueryParam } from './since.js';
 import { instanceMarket } from '../instance-market.js';
 import { clusterForScope, costsForScope, publicInstance, visibleJobIds } from './views.js';
 
 const timeParam = z.string().min(1).max(64, 'at most 64 characters').optional();
-const costsQuery = z.object({ since: timeParam, until: timeParam });
+const costsQuery = queryParameters({ since: timeParam, until: timeParam });
 const instanceParams = z.object({ id: z.string().min(1).max(128) });
-const contextQuery = z.object({
+const contextQuery = queryParameters({
   sha256: z
     .string({ error: 'required: the sha256 of the body (64 hex digits), which names the stored context' })
     .regex(/^[0-9a-f]{64}$/, 'the sha256 of the body: 64 lowercase hex digits'),
@@ -95,8 +96,8 @@ export function registerClusterRoutes(
     method: 'GET',
     url: '/v1/costs',
     access: 'any',
-    handler: async (request) => {
-      const query = parseWith(costsQuery, request.query, 'query');
+    query: costsQuery,
+    handler: async (request, _reply, query) => {
       const since = query.since === undefined ? undefined : sinceQueryParam('since', query.since);
       const until = query.until === undefined ? undefined : sinceQueryParam('until', query.until);
       if (until !== undefined && until <= (since ?? 0))
@@ -138,7 +139,8 @@ export function registerClusterRoutes(
     method: 'POST',
     url: CONTEXT_UPLOAD_URL,
     access: 'any',
-    handler: async (request, reply) => {
+    query: contextQuery,
+    handler: async (request, reply, { sha256 }) => {
       const body = bodyOf(request.body);
       if (body === undefined || body.kind !== 'archive')
         throw new HttpError(
@@ -147,7 +149,7 @@ export function registerClusterRoutes(
         );
       // Whatever ends this request before its body was read whole also ends the connection: the rest is never read.
       try {
-        return await storeUpload(body.encoding, body.stream, request, reply);
+        return await storeUpload(body.encoding, body.stream, sha256, request, reply);
       } catch (e) {
         if (!body.stream.readableEnded) {
           body.stream.unpipe();
@@ -164,10 +166,10 @@ export function registerClusterRoutes(
   async function storeUpload(
     encoding: 'tar' | 'gzip',
     stream: Readable,
+    sha256: string,
     request: FastifyRequest,
     reply: FastifyReply,
   ): Promise<FastifyReply> {
-    const { sha256 } = parseWith(contextQuery, request.query, 'query');
     if (service.storeContext === undefined)
       throw new HttpError(
         501,

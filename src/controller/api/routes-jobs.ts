@@ -15,6 +15,7 @@ import { HttpError, notFound } from './errors.js';
 import { keepAcceptedArray, keepAcceptedJob, keepAgain } from './kept-submission.js';
 import { IDEMPOTENT_REPLAYED_HEADER, idempotencyKeyOf, KeyedSubmissions } from './keyed-submission.js';
 import { requestHashOf, WITHDRAWN_AT_SUBMISSION } from '../submission-keys.js';
+import { queryParameters } from './query.js';
 import { sinceQueryParam } from './since.js';
 import type { ApiContext, RouteTable } from './routing.js';
 import { dryRunView, requireUploadedContexts, specFromBody } from './submission.js';
@@ -39,26 +40,29 @@ const statesParam = z
   .transform((v) => (v === undefined ? undefined : (Array.isArray(v) ? v : [v]).flatMap((s) => s.split(','))))
   .pipe(z.array(z.enum(JOB_STATES, { error: `expected one of ${JOB_STATES.join(', ')}` })).optional());
 
-const listQuery = z.object({
-  state: statesParam,
-  team: z.string().min(1).optional(),
-  endedSince: z.string().min(1).max(64, 'at most 64 characters').optional(),
-  limit: z.coerce
-    .number()
-    .int('a whole number')
-    .min(1, 'at least 1')
-    .max(MAX_JOBS_PAGE, `at most ${MAX_JOBS_PAGE}`)
-    .default(DEFAULT_JOBS_PAGE),
-  after: z
-    .string()
-    .regex(JOB_ID_PATTERN, 'expected a job id like job-12 (the last of the page before)')
-    .optional(),
-  withCost: z
-    .enum(['true', 'false'], { error: 'expected true or false' })
-    .optional()
-    .transform((v) => v === 'true'),
-});
-const submitQuery = z.object({
+const listQuery = queryParameters(
+  {
+    state: statesParam,
+    team: z.string().min(1).optional(),
+    endedSince: z.string().min(1).max(64, 'at most 64 characters').optional(),
+    limit: z.coerce
+      .number()
+      .int('a whole number')
+      .min(1, 'at least 1')
+      .max(MAX_JOBS_PAGE, `at most ${MAX_JOBS_PAGE}`)
+      .default(DEFAULT_JOBS_PAGE),
+    after: z
+      .string()
+      .regex(JOB_ID_PATTERN, 'expected a job id like job-12 (the last of the page before)')
+      .optional(),
+    withCost: z
+      .enum(['true', 'false'], { error: 'expected true or false' })
+      .optional()
+      .transform((v) => v === 'true'),
+  },
+  { repeatable: ['state'] },
+);
+const submitQuery = queryParameters({
   dryRun: z
     .enum(['true', 'false'], { error: 'expected true or false' })
     .optional()
@@ -73,7 +77,7 @@ const unsuccessfulBody = z.strictObject({
     .optional(),
   reason: freeText(500).optional(),
 });
-const whyQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(20) });
+const whyQuery = queryParameters({ limit: z.coerce.number().int().min(1).max(1000).default(20) });
 
 /**
  * What some job of a submission waits for, each once: the plain `dependsOn` every job of an array shares, and the job
@@ -116,9 +120,9 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
     method: 'POST',
     url: '/v1/jobs',
     access: 'any',
-    handler: async (request, reply) => {
+    query: submitQuery,
+    handler: async (request, reply, { dryRun }) => {
       const principal = context.principal(request);
-      const { dryRun } = parseWith(submitQuery, request.query, 'query');
       const spec = specFromBody(bodyOf(request.body), principal, context.priceBook);
       // A dry run checks what a submission would: its build contexts (`fleetwise submit` uploads them before it
       // dry-runs any file, so a context refused here refuses the command before it submits anything) and its
@@ -158,7 +162,7 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
           );
         return dryRunView(spec, context.priceBook, eta, warnings, undefined, service.spotMarket === true);
       }
-      const key = idempotencyKeyOf(request.headers);
+      const key = idempotencyKeyOf(request.raw);
       const array = arraySubmissionSize(spec) !== undefined;
       const submissionKey =
         key === undefined ? undefined : { team: spec.team, key, requestHash: requestHashOf(spec) };
@@ -201,8 +205,8 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
     method: 'GET',
     url: '/v1/jobs',
     access: 'any',
-    handler: async (request) => {
-      const query = parseWith(listQuery, request.query, 'query');
+    query: listQuery,
+    handler: async (request, _reply, query) => {
       const scope = teamScope(context.principal(request));
       // Refused, not answered with no jobs: "none of team alpha's jobs" would be a false statement about alpha.
       if (scope !== undefined && query.team !== undefined && query.team !== scope)
@@ -314,9 +318,9 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
     method: 'GET',
     url: '/v1/jobs/:id/why',
     access: 'any',
-    handler: async (request) => {
+    query: whyQuery,
+    handler: async (request, _reply, { limit }) => {
       const { id } = parseWith(idParams, request.params, 'path');
-      const { limit } = parseWith(whyQuery, request.query, 'query');
       const principal = context.principal(request);
       const job = visibleJob(context, principal, id);
       const records = service.why(job.id, limit);
@@ -363,9 +367,9 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
     method: 'GET',
     url: '/v1/jobs/:id/logs/bytes',
     access: 'any',
-    handler: async (request, reply) => {
+    query: logBytesQuery,
+    handler: async (request, reply, { part, from }) => {
       const { id } = parseWith(idParams, request.params, 'path');
-      const { part, from } = parseWith(logBytesQuery, request.query, 'query');
       visibleJob(context, context.principal(request), id);
       const bytes = await jobLogReader(id).readPart(part, from, MAX_LOG_BYTES_READ);
       if (bytes === undefined) throw notFound('log part', part);
@@ -391,7 +395,7 @@ const LOG_PART_NAME = /^\d{14}-[A-Za-z0-9][A-Za-z0-9._:-]*\.log$/;
 /** The most of a log part one request answers: a follower catching up on a long log asks again. */
 export const MAX_LOG_BYTES_READ = 4 * 1024 * 1024;
 
-const logBytesQuery = z.object({
+const logBytesQuery = queryParameters({
   part: z
     .string()
     .max(512, 'at most 512 characters')

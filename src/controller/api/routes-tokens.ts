@@ -5,6 +5,7 @@ import { jobSpecSchema } from '../job-spec/schema.js';
 import type { TeamTokenRecord } from '../state-store.js';
 import { HASH_PREFIX_LENGTH } from '../state/tokens.js';
 import { bodyOf } from './body.js';
+import { queryParameters } from './query.js';
 import { HttpError, notFound } from './errors.js';
 import type { ApiContext, RouteTable } from './routing.js';
 
@@ -33,7 +34,7 @@ const createBody = z.strictObject({
   team: teamName,
   label: label.optional(),
 });
-const listQuery = z.object({ team: teamName.optional() });
+const listQuery = queryParameters({ team: teamName.optional() });
 const tokenParams = z.object({
   id: z
     .string()
@@ -104,8 +105,8 @@ export function registerTokenRoutes(routes: RouteTable, context: ApiContext): vo
     method: 'GET',
     url: '/v1/tokens',
     access: 'admin',
-    handler: async (request) => {
-      const query = parseWith(listQuery, request.query, 'query');
+    query: listQuery,
+    handler: async (_request, _reply, query) => {
       return { tokens: store.listTeamTokens(query.team).map(tokenView) };
     },
   });

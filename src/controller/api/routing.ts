@@ -13,6 +13,7 @@ import type { JobRecord } from '../state-store.js';
 import type { ArchivedSubmissionKey } from '../backup/job-archive.js';
 import type { LoopHealth } from '../loop-health.js';
 import type { Principal, RouteAccess } from './auth.js';
+import { NO_QUERY_PARAMETERS, type QueryParameters } from './query.js';
 
 /**
  * The controller as the API uses it: the ControllerService contract plus optional capabilities. A route whose
@@ -81,35 +82,101 @@ export interface ApiContext {
 
 export type HttpMethod = 'GET' | 'POST';
 
-export interface RouteDefinition {
+interface RouteBase {
   readonly method: HttpMethod;
   /** Fastify path, e.g. `/v1/jobs/:id`. */
   readonly url: string;
   readonly access: RouteAccess;
   /** Overrides the server's body limit for this route (uploads). */
   readonly bodyLimit?: number;
+}
+
+/** A route that takes no query parameter: a request naming one is refused. */
+interface RouteWithoutQuery extends RouteBase {
+  readonly query?: undefined;
   readonly handler: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
 }
 
-/** Registers routes and remembers each one's access rule (read by the auth hook) and path (checked against OpenAPI). */
+/** A route that takes the query parameters `query` declares, and gets them parsed. */
+interface RouteWithQuery<Query> extends RouteBase {
+  readonly query: QueryParameters<Query>;
+  readonly handler: (request: FastifyRequest, reply: FastifyReply, query: Query) => Promise<unknown>;
+}
+
+export type RouteDefinition<Query> = RouteWithoutQuery | RouteWithQuery<Query>;
+
+/** A route as served: its method, path and the query parameters it takes. */
+export interface ServedRoute {
+  readonly method: HttpMethod;
+  readonly url: string;
+  readonly query: readonly string[];
+}
+
+/**
+ * Registers routes and remembers each one's access rule (read by the auth hook), path and query parameters (checked
+ * against OpenAPI). Every route's query is checked here, once the caller is authenticated and before the body is read:
+ * an unknown or repeated parameter is refused whatever the body holds.
+ */
 export class RouteTable {
   private readonly access = new Map<string, RouteAccess>();
-  readonly routes: { readonly method: HttpMethod; readonly url: string }[] = [];
+  readonly routes: ServedRoute[] = [];
 
   constructor(private readonly app: FastifyInstance) {}
 
-  add(route: RouteDefinition): void {
+  add<Query>(route: RouteDefinition<Query>): void {
     this.access.set(`${route.method} ${route.url}`, route.access);
-    this.routes.push({ method: route.method, url: route.url });
-    this.app.route({
+    const options = {
       method: route.method,
       url: route.url,
       ...(route.bodyLimit === undefined ? {} : { bodyLimit: route.bodyLimit }),
-      handler: route.handler,
+    };
+    if (route.query === undefined) {
+      this.routes.push({ method: route.method, url: route.url, query: [] });
+      this.app.route({
+        ...options,
+        onRequest: async (request, reply) => {
+          checkedQuery(NO_QUERY_PARAMETERS, request, reply);
+        },
+        handler: route.handler,
+      });
+      return;
+    }
+    const { query: parameters, handler } = route;
+    this.routes.push({ method: route.method, url: route.url, query: parameters.names });
+    const parsed = new WeakMap<FastifyRequest, Query>();
+    this.app.route({
+      ...options,
+      onRequest: async (request, reply) => {
+        parsed.set(request, checkedQuery(parameters, request, reply));
+      },
+      handler: async (request, reply) => {
+        const query = parsed.get(request);
+        if (query === undefined) throw new Error(`internal: ${route.url} ran without its query checked`);
+        return handler(request, reply, query);
+      },
     });
   }
 
   accessOf(method: string, url: string | undefined): RouteAccess | undefined {
     return url === undefined ? undefined : this.access.get(`${method} ${url}`);
+  }
+}
+
+/**
+ * The request's query as `parameters` read it. Refused, a request with a body has its connection ended rather than
+ * its body read to the end for nothing (an upload's may be large), as fastify does for a body it cannot parse.
+ */
+function checkedQuery<Query>(
+  parameters: QueryParameters<Query>,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Query {
+  try {
+    return parameters.parse(request.query);
+  } catch (e) {
+    const length = request.headers['content-length'];
+    if (request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0'))
+      void reply.header('connection', 'close');
+    throw e;
   }
 }
