@@ -11,7 +11,13 @@ import { catalog, handPlan, reconcilerFor, rig } from './controller-fixtures.js'
  * terminates: an empty instance with a spot interruption notice is left for EC2 to take, for a while.
  */
 describe('an empty instance with a spot interruption notice', () => {
-  async function noticed(market: Market, ageSeconds: number, notice: 'spot-interruption' | 'rebalance') {
+  async function noticed(
+    market: Market,
+    ageSeconds: number,
+    notice: 'spot-interruption' | 'rebalance',
+    /** The notice's time as recorded, when not the reclaim time in ISO form. */
+    timeText?: string,
+  ) {
     const r = rig();
     const reconciler = reconcilerFor(r, new CloudOnlyTaskControl());
     const planned: PlannedInstance & { readonly market: Market } = {
@@ -33,7 +39,7 @@ describe('an empty instance with a spot interruption notice', () => {
     if (notice === 'rebalance') r.controller.drain(inst.id);
     r.controller.interruptionFromQueue(inst.cloudId, {
       kind: notice === 'rebalance' ? 'rebalance-recommendation' : 'spot-interruption',
-      time,
+      time: timeText ?? time,
     });
     expect(r.store.getInstance(inst.id)?.state).toBe('draining');
     return { r, reconciler, id: inst.id, cloudId: inst.cloudId, reclaimAt };
@@ -52,6 +58,25 @@ describe('an empty instance with a spot interruption notice', () => {
     await reconciler.progress();
     expect(r.store.getInstance(id)?.state).toBe('terminated');
     expect(r.cloud.live()).toHaveLength(0);
+  });
+
+  it('with a recorded time that is no real date, is left for EC2 until two minutes after the notice and a margin', async () => {
+    // 30 February reads as 2 March to Date.parse, far from the clock's 2023: taken at its word, the reclaim would fall
+    // outside the first hour and the instance would be terminated (and billed) at once.
+    const { r, reconciler, id, reclaimAt } = await noticed(
+      'spot',
+      1200,
+      'spot-interruption',
+      '2026-02-30T00:00:00Z',
+    );
+    await reconciler.progress();
+    expect(r.store.getInstance(id)?.state).toBe('draining');
+    r.clock.advance(reclaimAt + SPOT_RECLAIM_MARGIN_SECONDS - 1 - r.clock.nowSeconds());
+    await reconciler.progress();
+    expect(r.store.getInstance(id)?.state).toBe('draining');
+    r.clock.advance(1);
+    await reconciler.progress();
+    expect(r.store.getInstance(id)?.state).toBe('terminated');
   });
 
   it('taken by EC2 meanwhile, it is billed nothing', async () => {

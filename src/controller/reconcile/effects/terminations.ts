@@ -1,4 +1,5 @@
 import { reclaimIsFree } from '../../../core/spot.js';
+import { noticeTimeMs } from '../../../protocol/notice-time.js';
 import { InjectedCrash } from '../../faults.js';
 import { launchedOnSpot } from '../../instance-market.js';
 import { SPOT_INTERRUPTION_EVENT, spotNoticeTime } from '../../spot-interruptions.js';
@@ -84,11 +85,9 @@ function leftForEc2(ctx: ReconcileContext, inst: InstanceRecord): boolean {
   if (!reclaimIsFree(launched, now)) return false;
   const notice = ctx.store.listEvents({ instanceId: inst.id, kind: SPOT_INTERRUPTION_EVENT, limit: 1 })[0];
   if (notice === undefined || !launchedOnSpot(ctx.store, inst.id)) return false;
-  const given = spotNoticeTime(ctx.store, inst.id);
-  const givenSeconds = given === undefined ? Number.NaN : Date.parse(given) / 1000;
-  const reclaimAt = Number.isFinite(givenSeconds)
-    ? givenSeconds
-    : notice.atSeconds + SPOT_NOTICE_LEAD_SECONDS;
+  // Read as the checkpoint-stop's cap reads it (desired-task.ts): a time that is no real date counts from the notice.
+  const givenMs = noticeTimeMs(spotNoticeTime(ctx.store, inst.id));
+  const reclaimAt = givenMs === undefined ? notice.atSeconds + SPOT_NOTICE_LEAD_SECONDS : givenMs / 1000;
   // A reclaim after the first hour is charged: waiting for it would only add to the bill.
   if (!reclaimIsFree(launched, reclaimAt)) return false;
   return now < reclaimAt + SPOT_RECLAIM_MARGIN_SECONDS;
