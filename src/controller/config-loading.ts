@@ -7,8 +7,15 @@ import { priceOverrideProblems, type Catalog } from '../core/catalog.js';
 import { nearestKey } from '../core/strict-object.js';
 import { formatFieldPath, ValidationError } from '../core/validation.js';
 import { SCHEDULER_NAMES, unknownSchedulerProblem } from '../scheduler/registry.js';
-import { controllerConfigSchema, type ControllerConfig } from './config.js';
+import { controllerConfigSchema, type ControllerConfig, type ParsedControllerConfig } from './config.js';
 import { FLAG_PATHS, flagNameOf, flagValue, setPath, type ControllerFlags } from './config-flags.js';
+import {
+  catalogProblems,
+  localBootProblems,
+  registrationBackoff,
+  type ConfigProblem,
+  type FieldPath,
+} from './config-checks.js';
 
 /** Reading the configuration file (keeping each value's line for messages), laying the flags over it, validating. */
 
@@ -107,8 +114,6 @@ function lineOf(doc: Document, counter: LineCounter, path: readonly (string | nu
   return undefined;
 }
 
-type FieldPath = readonly (string | number)[];
-
 /**
  * `scheduler: eva` reads naturally, but the section also holds Eva's tunables: the policy is its `name`. Shown with the
  * policy meant (the nearest registered one).
@@ -193,9 +198,26 @@ export interface LoadConfigOptions {
   readonly cwd?: string;
   /** The catalog's region, the last fallback for `region`. */
   readonly defaultRegion?: string;
-  /** The catalog the controller plans with: `priceOverrides` must name its types (checked when given). */
+  /**
+   * The catalog the controller plans with (checked when given): `priceOverrides`, `localBootSeconds` and
+   * `caps.familyGroups` must name its types and families, and each quota a group some family of it is in.
+   */
   readonly catalog?: Catalog;
+  /** Whether the file's `priceOverrides` are the prices the run takes (default true): checked against `catalog` only then. */
+  readonly priceOverridesTaken?: boolean;
+  /**
+   * `simulate --config`: the file is read for what a simulation takes of it, alone. The command takes none of the
+   * controller's flags, so messages name none; and the simulator ignores the cluster's name and where the state lives,
+   * so the file may leave them out.
+   */
+  readonly forSimulation?: boolean;
 }
+
+/**
+ * What a simulation reading a file without them takes for `cluster` and `stateDir`: the controller runtime's own cluster
+ * name (sim/controller-runtime/run-controller.ts), and local mode's state directory, which it never opens.
+ */
+const SIMULATION_PLACEHOLDERS = { cluster: 'fleetwise-sim', stateDir: LOCAL_DEFAULTS.stateDir } as const;
 
 /**
  * Read `--config` (when given), lay the flags over it and validate. Problems name the flag (`--round-seconds`)
@@ -220,6 +242,13 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
     ...fromFlag,
   ]);
   if (merged.provider === 'local') applyLocalDefaults(merged);
+  if (options.forSimulation === true) {
+    merged.cluster ??= SIMULATION_PLACEHOLDERS.cluster;
+    merged.stateDir ??= SIMULATION_PLACEHOLDERS.stateDir;
+  }
+  // A hint names a flag only where the command reading the file takes it.
+  const flagHint = (flag: keyof ControllerFlags): string | undefined =>
+    options.forSimulation === true ? undefined : flagNameOf(flag);
   const result = controllerConfigSchema.safeParse(merged);
   const source = file === undefined ? 'controller options' : file.path;
   // A field as problems name it: as shown (its dotted path by default), with its line in the file when it has one.
@@ -242,60 +271,94 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
       // zod leaves the input out of its issues: a field left out is told by the message.
       const missing = issue.code === 'invalid_type' && /received undefined$/.test(issue.message);
       const flagOf = FLAG_PATHS.find(([, p]) => p.join('.') === dotted)?.[0];
+      const taken = flagOf === undefined ? undefined : flagHint(flagOf);
       const hint =
-        missing && flagOf !== undefined ? ` (set it in the file or with ${flagNameOf(flagOf)})` : '';
+        !missing || flagOf === undefined
+          ? ''
+          : ` (set it in the file${taken === undefined ? '' : ` or with ${taken}`})`;
       return [`${at(path, dotted === '' ? '(root)' : dotted)}: ${issue.message}${hint}`];
     });
     throw new ValidationError(source, problems);
   }
   const parsed = result.data;
-  if (options.catalog !== undefined && parsed.priceOverrides !== undefined) {
-    const problems = priceOverrideProblems(options.catalog, parsed.priceOverrides).map(
-      (p) => `${at(['priceOverrides', ...p.path])}: ${p.message}`,
+  // A setting as a message about another one names it: the flag that gave it, else its field with its line.
+  const named = (path: FieldPath): string => fromFlag.get(path.join('.')) ?? at(path);
+  const refuse = (problems: readonly ConfigProblem[]): void => {
+    if (problems.length > 0)
+      throw new ValidationError(
+        source,
+        problems.map((p) => `${named(p.path)}: ${p.message}`),
+      );
+  };
+  if (
+    options.catalog !== undefined &&
+    parsed.priceOverrides !== undefined &&
+    options.priceOverridesTaken !== false
+  )
+    refuse(
+      priceOverrideProblems(options.catalog, parsed.priceOverrides).map((p) => ({
+        path: ['priceOverrides', ...p.path],
+        message: p.message,
+      })),
     );
-    if (problems.length > 0) throw new ValidationError(source, problems);
-  }
-  if (options.catalog !== undefined) {
-    // A misspelt type would boot at the default delay without a word.
-    const typeNames = options.catalog.types.map((t) => t.name);
-    const problems = Object.keys(parsed.localBootSeconds)
-      .filter((name) => !typeNames.includes(name))
-      .map((name) => {
-        const near = nearestKey(name, typeNames);
-        return (
-          `${at(['localBootSeconds', name])}: not an instance type of the catalog` +
-          (near === undefined ? '' : `, did you mean ${near}?`)
-        );
-      });
-    if (problems.length > 0) throw new ValidationError(source, problems);
-  }
+  if (options.catalog !== undefined) refuse(catalogProblems(parsed, options.catalog));
+  refuse(
+    localBootProblems(
+      parsed,
+      registrationTimeout(parsed, {
+        flag: fromFlag.get('workerRegistration.timeoutSeconds'),
+        field: givenBy.has('workerRegistration.timeoutSeconds')
+          ? at(['workerRegistration', 'timeoutSeconds'])
+          : undefined,
+        flagTaken: flagHint('registrationTimeoutSeconds'),
+      }),
+    ),
+  );
+  const backoff = registrationBackoff(
+    parsed.workerRegistration,
+    givenBy.has('workerRegistration.backoffBaseSeconds'),
+    givenBy.has('workerRegistration.backoffMaxSeconds'),
+    named,
+  );
+  if ('message' in backoff) throw new ValidationError(source, [`${named(backoff.path)}: ${backoff.message}`]);
+  const workerRegistration = { ...parsed.workerRegistration, ...backoff };
   // A relative path in the file is relative to the file (as its stateDir always was), one in a flag to the current
-  // directory: the same file started from elsewhere keeps its state, objects, catalog and template together.
+  // directory: the same file started from elsewhere keeps its state, objects, catalog, template and
+  // certificate together.
   const baseOf = (path: string): string =>
     file === undefined || fromFlag.has(path) ? cwd : resolve(file.path, '..');
   const stateDir = resolve(baseOf('stateDir'), parsed.stateDir);
   const localPath = (path: string, value: string | undefined): string | undefined =>
     value === undefined || /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? value : resolve(baseOf(path), value);
-  const template = parsed.ec2.worker?.templatePath;
   const region =
     parsed.region ?? nonEmpty(env.AWS_REGION) ?? nonEmpty(env.AWS_DEFAULT_REGION) ?? options.defaultRegion;
   if (region === undefined)
-    throw new ValidationError(source, ['region: not set (use --region, the file, or AWS_REGION)']);
+    throw new ValidationError(source, [
+      `region: not set (use ${flagHint('region') === undefined ? '' : '--region, '}the file, or AWS_REGION)`,
+    ]);
   const objectStore =
     localPath('objectStore', parsed.objectStore) ??
     (parsed.bucket === undefined ? resolve(stateDir, 'objects') : `s3://${parsed.bucket}`);
   const catalog = localPath('catalog', parsed.catalog);
+  const worker = parsed.ec2.worker;
+  const templatePath = localPath('ec2.worker.templatePath', worker?.templatePath);
+  const identityCertificate = localPath('ec2.worker.identityCertificate', worker?.identityCertificate);
   return {
     ...parsed,
     ...(catalog === undefined ? {} : { catalog }),
-    ...(template === undefined || parsed.ec2.worker === undefined
+    ...(worker === undefined
       ? {}
       : {
           ec2: {
             ...parsed.ec2,
-            worker: { ...parsed.ec2.worker, templatePath: localPath('ec2.worker.templatePath', template) },
+            worker: {
+              ...worker,
+              ...(templatePath === undefined ? {} : { templatePath }),
+              ...(identityCertificate === undefined ? {} : { identityCertificate }),
+            },
           },
         }),
+    workerRegistration,
     region,
     stateDir,
     objectStore,
@@ -305,6 +368,26 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
     ...(file === undefined ? {} : { file: resolve(file.path) }),
     givenBy,
   };
+}
+
+/**
+ * The registration timeout as a message about local boot times names it: its value and where it comes from (`flag`,
+ * else `field` in the file, else its default), and how to raise it (the field, and its flag where the command takes it).
+ */
+function registrationTimeout(
+  parsed: ParsedControllerConfig,
+  given: {
+    readonly flag: string | undefined;
+    readonly field: string | undefined;
+    readonly flagTaken: string | undefined;
+  },
+): { readonly named: string; readonly setting: string } {
+  const seconds = parsed.workerRegistration.timeoutSeconds;
+  if (given.flag !== undefined) return { named: `${given.flag} ${seconds}`, setting: given.flag };
+  const setting = `workerRegistration.timeoutSeconds${given.flagTaken === undefined ? '' : ` (or ${given.flagTaken})`}`;
+  if (given.field !== undefined) return { named: `${given.field}, ${seconds} s`, setting };
+  const local = parsed.provider === 'local' ? ' in local mode' : '';
+  return { named: `workerRegistration.timeoutSeconds, ${seconds} s by default${local}`, setting };
 }
 
 /** The dotted path of every setting a file writes: each section and each of its fields (a list is one setting). */

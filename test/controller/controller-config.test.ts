@@ -100,13 +100,21 @@ describe('controller configuration', () => {
     ).toEqual({ 'c7i.large': 5 });
   });
 
-  it('refuses a key given twice, naming the line of the repeat', () => {
+  it('refuses a key given twice, naming the key and the line and column of the repeat', () => {
     const path = file('twice.yaml', 'cluster: a\nroundSeconds: 60\nroundSeconds: 120\n');
     const refused = problemsOf(() =>
       loadControllerConfig({ flags: { config: path }, env: {}, defaultRegion: 'us-east-1' }),
     );
     expect(refused.source).toBe(path);
-    expect(refused.problems).toEqual(['not valid YAML: Map keys must be unique at line 3, column 1:']);
+    expect(refused.problems).toEqual([
+      'not valid YAML: the key "roundSeconds" is given more than once, again at line 3, column 1',
+    ]);
+    const nested = file('twice-nested.yaml', 'cluster: a\nqueue:\n  classifyBy: team\n  classifyBy: size\n');
+    expect(
+      problemsOf(() =>
+        loadControllerConfig({ flags: { config: nested }, env: {}, defaultRegion: 'us-east-1' }),
+      ).problems,
+    ).toEqual(['not valid YAML: the key "classifyBy" is given more than once, again at line 4, column 3']);
   });
 
   it('takes the backup period and how many backups to keep from the file or flags, bounded', () => {
@@ -674,6 +682,7 @@ describe('controller configuration', () => {
         '  worker:',
         '    templatePath: user-data.sh',
         '    controllerUrl: http://10.0.0.5:7070',
+        '    identityCertificate: certs/aws-identity.pem',
       ].join('\n'),
     );
     const elsewhere = join(scratch, 'elsewhere');
@@ -687,14 +696,16 @@ describe('controller configuration', () => {
     expect(fromFile.objectStore).toBe(join(dir, 'objs'));
     expect(fromFile.catalog).toBe(join(dir, 'cat.json'));
     expect(fromFile.ec2.worker?.templatePath).toBe(join(dir, 'user-data.sh'));
+    expect(fromFile.ec2.worker?.identityCertificate).toBe(join(dir, 'certs', 'aws-identity.pem'));
     const fromFlags = loadControllerConfig({
-      flags: { config: path, objectStore: 'mine', catalog: 'other.json' },
+      flags: { config: path, objectStore: 'mine', catalog: 'other.json', identityCertificate: 'mine.pem' },
       env: {},
       defaultRegion: 'us-east-1',
       cwd: elsewhere,
     });
     expect(fromFlags.objectStore).toBe(join(elsewhere, 'mine'));
     expect(fromFlags.catalog).toBe(join(elsewhere, 'other.json'));
+    expect(fromFlags.ec2.worker?.identityCertificate).toBe(join(elsewhere, 'mine.pem'));
     expect(fromFlags.stateDir).toBe(join(dir, 'st'));
     // A URL is not a path.
     const s3 = loadControllerConfig({

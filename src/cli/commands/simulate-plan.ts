@@ -122,7 +122,11 @@ export function simulationPlan(raw: RawSimulateOptions) {
       ? undefined
       : {
           path: flags.config,
-          config: loadControllerConfig({ flags: { config: flags.config }, defaultRegion: 'us-east-1' }),
+          config: loadControllerConfig({
+            flags: { config: flags.config },
+            defaultRegion: 'us-east-1',
+            forSimulation: true,
+          }),
         };
   const o = {
     ...flags,
@@ -144,8 +148,10 @@ export function simulationPlan(raw: RawSimulateOptions) {
       : loadControllerConfig({
           flags: { config: o.config },
           defaultRegion: loaded.catalog.region,
+          catalog: loaded.catalog,
           // Its price overrides are checked against the catalog only when they are the ones the runs take.
-          ...(flagPrices === undefined ? { catalog: loaded.catalog } : {}),
+          priceOverridesTaken: flagPrices === undefined,
+          forSimulation: true,
         });
   // Prices as the flag says, else as a controller config's `priceOverrides:` says, else as a tuned queue config's
   // (both runtimes alike).
