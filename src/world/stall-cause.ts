@@ -1,5 +1,6 @@
 import type { Catalog } from '../core/catalog.js';
-import type { Admission, QueueDecision } from '../queue/admission.js';
+import type { Admission, AdmitBy, QueueDecision } from '../queue/admission.js';
+import type { QueueCaps } from '../queue/caps.js';
 import type { WfqConfig } from '../queue/wfq.js';
 import type { SimJob } from './entities.js';
 import { neverAdmittedJobs, neverAdmittedProblems } from './never-fits.js';
@@ -16,26 +17,31 @@ export interface StallFacts {
   readonly tally: RoundTally;
 }
 
+/**
+ * What either runtime knows of a stalled run from its jobs, caps and catalog alone (the controller runtime has no
+ * engine admission or round tally to add).
+ */
+export interface JobStallFacts {
+  readonly catalog: Catalog;
+  readonly caps: QueueCaps;
+  /** How admission sized waiting jobs (default `standalone`, as Admission's). */
+  readonly admitBy?: AdmitBy | undefined;
+  readonly config?: WfqConfig | undefined;
+  /** The run buys spot (jobs are sized at spot prices). */
+  readonly spot?: boolean | undefined;
+  /** Every job of the run. */
+  readonly jobs: readonly SimJob[];
+}
+
 /** Why a run stopped at its time limit with `unfinished` jobs, as far as the engine can tell. */
 export function stallCause(facts: StallFacts, unfinished: readonly string[]): string {
   const { caps, admitBy, config, spot } = facts.admission;
   const { rounds, capRefusedRounds, lastCapViolation, lastQueue } = facts.tally;
-  const never = neverAdmittedJobs(
-    facts.jobs.filter((j) => j.status !== 'finished').map((j) => j.spec),
-    facts.catalog,
-    caps,
-    config,
-    spot,
-  );
-  if (never.length > 0)
-    return `among them jobs the caps can never admit (never-fits): ${neverAdmittedProblems(never, unfinished.length, caps, admitBy).join('; ')}`;
-  // Plans the cap check refused leave the fleet as it was: a scheduler that plans without the caps (the baselines)
-  // can stall under them for good.
+  const jobFacts: JobStallFacts = { catalog: facts.catalog, caps, admitBy, config, spot, jobs: facts.jobs };
+  const never = neverFitsCause(jobFacts, unfinished);
+  if (never !== undefined) return never;
   if (capRefusedRounds > 0)
-    return (
-      `${capRefusedRounds} of its ${rounds} plans broke a cap and were not carried out (the last: ` +
-      `${lastCapViolation ?? '?'}); only Eva plans within the caps: run ${facts.schedulerName} without them`
-    );
+    return capRefusedCause(capRefusedRounds, rounds, lastCapViolation, facts.schedulerName);
   // Jobs the last round's admission kept out never reached the scheduler: the queue holds them back.
   const waiting = lastQueue === undefined ? undefined : queueWaits(lastQueue, new Set(unfinished), config);
   if (waiting !== undefined)
@@ -43,23 +49,75 @@ export function stallCause(facts: StallFacts, unfinished: readonly string[]): st
       `${waiting.count} of them still waited for admission at the last round (${waiting.why}): the queue layer ` +
       'held them back, not the scheduler; check the caps and the classes (weights, maxShare) against these jobs'
     );
-  // Placed, and sent back by spot interruptions faster than they finish: the spot market, not the scheduler.
+  return interruptionCause(facts.jobs, unfinished) ?? 'does the scheduler place them?';
+}
+
+/**
+ * Why a run stalled, from what any runtime knows (jobs the caps never admit, spot interruptions outpacing the work),
+ * or from the plans its caps refused, when it counted them.
+ */
+export function jobStallCause(
+  facts: JobStallFacts,
+  unfinished: readonly string[],
+  refused?: {
+    readonly rounds: number;
+    readonly of: number;
+    readonly last?: string | undefined;
+    readonly schedulerName: string;
+  },
+): string {
+  const never = neverFitsCause(facts, unfinished);
+  if (never !== undefined) return never;
+  if (refused !== undefined && refused.rounds > 0)
+    return capRefusedCause(refused.rounds, refused.of, refused.last, refused.schedulerName);
+  return interruptionCause(facts.jobs, unfinished) ?? 'does the scheduler place them?';
+}
+
+/** Unfinished jobs the caps can never admit, named with their problems; undefined when there are none. */
+function neverFitsCause(facts: JobStallFacts, unfinished: readonly string[]): string | undefined {
+  const never = neverAdmittedJobs(
+    facts.jobs.filter((j) => j.status !== 'finished').map((j) => j.spec),
+    facts.catalog,
+    facts.caps,
+    facts.config,
+    facts.spot,
+  );
+  if (never.length === 0) return undefined;
+  return `among them jobs the caps can never admit (never-fits): ${neverAdmittedProblems(never, unfinished.length, facts.caps, facts.admitBy ?? 'standalone').join('; ')}`;
+}
+
+/**
+ * Plans the cap check refused leave the fleet as it was: a scheduler that plans without the caps (the baselines) can
+ * stall under them for good.
+ */
+function capRefusedCause(
+  refused: number,
+  rounds: number,
+  last: string | undefined,
+  schedulerName: string,
+): string {
+  return (
+    `${refused} of its ${rounds} plans broke a cap and were not carried out (the last: ` +
+    `${last ?? '?'}); only Eva plans within the caps: run ${schedulerName} without them`
+  );
+}
+
+/** Placed, and sent back by spot interruptions faster than they finish: the spot market, not the scheduler. */
+function interruptionCause(jobs: readonly SimJob[], unfinished: readonly string[]): string | undefined {
   const unfinishedIds = new Set(unfinished);
-  const interrupted = facts.jobs.filter((j) => unfinishedIds.has(j.spec.id) && j.interruptions > 0);
-  if (interrupted.length > 0) {
-    const times = interrupted.reduce((n, j) => n + j.interruptions, 0);
-    const hours = interrupted.reduce((s, j) => s + j.lostWorkSeconds, 0) / 3600;
-    const unsaved = interrupted.filter((j) => j.checkpointIntervalSeconds === 0).length;
-    return (
-      `${interrupted.length} of them ran and lost their work to spot interruptions ${times} times ` +
-      `(${hours.toFixed(2)} job-hours)` +
-      (unsaved > 0
-        ? `; ${unsaved} never checkpoint (--checkpoint-minutes 0), so each interruption sends them back to the start`
-        : '') +
-      ': interruptions come faster than they finish; checkpoint more often, or lower --spot-bursts'
-    );
-  }
-  return 'does the scheduler place them?';
+  const interrupted = jobs.filter((j) => unfinishedIds.has(j.spec.id) && j.interruptions > 0);
+  if (interrupted.length === 0) return undefined;
+  const times = interrupted.reduce((n, j) => n + j.interruptions, 0);
+  const hours = interrupted.reduce((s, j) => s + j.lostWorkSeconds, 0) / 3600;
+  const unsaved = interrupted.filter((j) => j.checkpointIntervalSeconds === 0).length;
+  return (
+    `${interrupted.length} of them ran and lost their work to spot interruptions ${times} times ` +
+    `(${hours.toFixed(2)} job-hours)` +
+    (unsaved > 0
+      ? `; ${unsaved} never checkpoint (--checkpoint-minutes 0), so each interruption sends them back to the start`
+      : '') +
+    ': interruptions come faster than they finish; checkpoint more often, or lower --spot-bursts'
+  );
 }
 
 /** Admission's reasons for a wait, as a stalled run names them. */

@@ -14,6 +14,7 @@ import { FleetMeter } from '../../world/fleet-meter.js';
 import type { GroundTruth } from '../../world/ground-truth.js';
 import { jobOutcome, mean, summarize } from '../../world/metrics.js';
 import { buildSimJobs } from '../../world/trace-jobs.js';
+import { jobStallCause } from '../../world/stall-cause.js';
 import { waitsToPlace } from '../../world/job-dependencies.js';
 import type { SpotSimulation } from '../../world/spot-world.js';
 import { DEFAULT_TRACE_TEAM, type Trace } from '../../world/trace.js';
@@ -59,6 +60,8 @@ export interface ControllerRunOptions {
   /** The run's name in reports (default: the scheduler's). */
   readonly name?: string | undefined;
   readonly roundSeconds?: number | undefined;
+  /** Safety stop, as the engine's: default the last arrival + 30 days + 10 × the longest job. */
+  readonly maxSimulatedSeconds?: number | undefined;
   /** Seconds between the loop's reconcile passes when nothing wakes it (default: the round period). */
   readonly pollSeconds?: number | undefined;
   /**
@@ -253,7 +256,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
   const startAt = o.earlyRounds === true ? firstArrival : firstRound;
   const lastArrival = jobs.reduce((m, j) => Math.max(m, j.spec.arrivalSeconds), 0);
   const longest = jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
-  const maxSeconds = lastArrival + 30 * 86_400 + 10 * longest;
+  const maxSeconds = o.maxSimulatedSeconds ?? lastArrival + 30 * 86_400 + 10 * longest;
   let nextArrival = 0;
   // Trace id → the id the controller gave the job, for the dependencies of later jobs.
   const controllerIds = new Map<string, string>();
@@ -324,13 +327,26 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
     const t = Math.max(clock.nowSeconds(), Math.min(...candidates));
     if (t > maxSeconds) {
       const left = jobs.filter((j) => j.status !== 'finished').map((j) => j.spec.id);
-      const refused =
-        capRefused.rounds === 0
-          ? ''
-          : `; ${capRefused.rounds} of its ${store.listRounds().length} plans broke a cap and were not carried out ` +
-            `(the last: ${capRefused.last ?? '?'}); only Eva plans within the caps: run ${o.scheduler.name} without them`;
+      // Why, as the engine explains it from what this runtime knows too (stall-cause.ts).
+      const cause = jobStallCause(
+        {
+          catalog: o.catalog,
+          caps: settings.caps,
+          admitBy: settings.admitBy,
+          config: settings.queue,
+          spot: o.spot !== undefined,
+          jobs,
+        },
+        left,
+        {
+          rounds: capRefused.rounds,
+          of: store.listRounds().length,
+          last: capRefused.last,
+          schedulerName: o.scheduler.name,
+        },
+      );
       throw new Error(
-        `controller simulation with ${o.scheduler.name} did not finish by ${maxSeconds} s: ${left.length} jobs unfinished (e.g. ${left.slice(0, 5).join(', ')})${refused}`,
+        `controller simulation with ${o.scheduler.name} did not finish by ${maxSeconds} s: ${left.length} jobs unfinished (e.g. ${left.slice(0, 5).join(', ')}); ${cause}`,
       );
     }
     for (const inst of billed)
