@@ -36,9 +36,8 @@ import type { Timeline } from './timeline.js';
  * - spot (`evacuate`, `evict`, `reclaimed`): on EC2's interruption notice fleetwise's worker checkpoints and stops
  *   every task of its host at once (worker/notice-response.ts), as a checkpoint-stop does, while Karpenter's drain evicts them
  *   with no checkpoint; when EC2 reclaims the host, what still ran there is lost. An evicted or reclaimed task's job
- *   goes back to its last checkpoint (world/spot-world.ts `rollBackToCheckpoint`, the engine's rule) as a whole: its
- *   siblings elsewhere stop too and free their room, and the job waits in the queue until the controller starts it
- *   again.
+ *   goes back to its last checkpoint (world/spot-world.ts `rollBackToCheckpoint`, the engine's rule) and its siblings
+ *   elsewhere wait for it, the job inactive, until the controller starts it again.
  * Jobs are the engine's SimJob objects, so JCT, start and migrations are measured on the simulated world, not on
  * the controller's later observation of it.
  */
@@ -288,7 +287,7 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
 
   /**
    * EC2 reclaimed the host: each job with a task still there goes back to its last checkpoint, those tasks are gone
-   * with the host, and the job waits for the controller to start it again (`loseTasksOn`).
+   * with the host, and the job waits for the controller to start them again (its tasks elsewhere keep their room).
    */
   reclaimed(cloudId: string, zone: string): void {
     if (!this.hosts.has(cloudId)) return;
@@ -297,12 +296,7 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
     this.o.onReport?.();
   }
 
-  /**
-   * The tasks on the host stop with no checkpoint, and so does every other task of their jobs (engine
-   * `restartFromCheckpoint`): a synchronous job cannot go on without one of its tasks, so it goes back to its last
-   * checkpoint as a whole and frees all its room. The controller, which still sees a sibling running, stops it later:
-   * that stop finds it stopped already, so it moves nothing (no migration, no kill or upload to wait for).
-   */
+  /** The tasks on the host stop with no checkpoint: each of their jobs goes back to its last checkpoint. */
   private loseTasksOn(cloudId: string, zone: string): void {
     const host = this.hosts.get(cloudId);
     if (host === undefined) return;
@@ -311,12 +305,20 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
       if (job.status === 'finished') continue;
       rollBackToCheckpoint(job, this.now(), undefined, zone);
       for (const task of job.tasks) {
+        if (this.placement.get(task) !== cloudId) {
+          // A sibling's neighbours run without it now.
+          const elsewhere = this.hostOfTask(task);
+          if (elsewhere !== undefined) this.dirtyHosts.add(elsewhere);
+          continue;
+        }
         this.held.delete(task);
         task.state = 'stopped';
         task.rate = 1;
         this.release(task);
       }
-      job.status = 'queued';
+      // Its tasks elsewhere keep their room until the controller moves or restarts them.
+      job.status = 'migrating';
+      queueIfAllStopped(job);
       this.dirtyJobs.add(job);
     }
   }
