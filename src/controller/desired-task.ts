@@ -2,11 +2,10 @@ import type { Catalog } from '../core/catalog.js';
 import { demandOn } from '../core/resources.js';
 import type { ContextLimits } from '../protocol/context-limits.js';
 import { noticeCappedTimeoutSeconds } from '../core/spot.js';
-import { noticeTimeMs } from '../protocol/notice-time.js';
 import type { DesiredTask } from '../protocol/worker-protocol.js';
 import type { Clock } from './clock.js';
 import { expandTasks } from './job-spec/tasks.js';
-import { SPOT_INTERRUPTION_EVENT, spotNoticeTime } from './spot-interruptions.js';
+import { spotNotice } from './spot-interruptions.js';
 import type { InstanceRecord, JobRecord, StateStore, TaskRecord } from './state-store.js';
 
 /** What describing a task for its worker needs of the controller's options (WorkerTaskControlOptions). */
@@ -92,17 +91,9 @@ function checkpointStopTimeout(
   options: DescribeOptions,
 ): number {
   if (options.store === undefined || options.clock === undefined) return timeoutSeconds;
-  const notice = options.store.listEvents({
-    instanceId: inst.id,
-    kind: SPOT_INTERRUPTION_EVENT,
-    limit: 1,
-  })[0];
+  const notice = spotNotice(options.store, inst.id);
   if (notice === undefined) return timeoutSeconds;
-  return noticeCappedTimeoutSeconds(
-    timeoutSeconds,
-    { actionAtMs: noticeTimeMs(spotNoticeTime(options.store, inst.id)), seenAtMs: notice.atSeconds * 1000 },
-    options.clock.nowSeconds() * 1000,
-  );
+  return noticeCappedTimeoutSeconds(timeoutSeconds, notice, options.clock.nowSeconds() * 1000);
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { CloudProvider } from '../cloud/provider.js';
-import { UNAVAILABLE_OFFERING_SECONDS } from '../core/spot.js';
+import { UNAVAILABLE_OFFERING_SECONDS, type SpotNoticeTimes } from '../core/spot.js';
+import { noticeTimeMs } from '../protocol/notice-time.js';
 import type { Clock } from './clock.js';
 import type { ControllerLogger } from './seams.js';
 import type { EventRecord, InstanceRecord, StateStore } from './state-store.js';
@@ -41,19 +42,25 @@ export function hasSpotNotice(store: StateStore, instanceId: string): boolean {
 }
 
 /**
- * When EC2 acts on the instance's spot interruption notice (ISO 8601, as the notice gave it); undefined without a
- * notice or when it gave no time.
+ * The instance's spot interruption notice as recorded (one read of the store): when it was recorded, and when EC2
+ * acts as the notice gave it, if that is a time (notice-time.ts: a record from before times were checked may hold
+ * none; noticeActionAtMs then counts from the record). Undefined without a notice.
  */
-export function spotNoticeTime(
+export function spotNotice(
   store: Pick<StateStore, 'listEvents'>,
   instanceId: string,
-): string | undefined {
-  const data = store.listEvents({ instanceId, kind: SPOT_INTERRUPTION_EVENT, limit: 1 })[0]?.data;
+): SpotNoticeTimes | undefined {
+  const event = store.listEvents({ instanceId, kind: SPOT_INTERRUPTION_EVENT, limit: 1 })[0];
+  if (event === undefined) return undefined;
+  const data = event.data;
   const time =
     typeof data === 'object' && data !== null && !Array.isArray(data)
       ? (data as Record<string, unknown>).time
       : undefined;
-  return typeof time === 'string' ? time : undefined;
+  return {
+    actionAtMs: noticeTimeMs(typeof time === 'string' ? time : undefined),
+    seenAtMs: event.atSeconds * 1000,
+  };
 }
 
 export interface InterruptionReport {

@@ -58,6 +58,6 @@ export const noticeTimeSchema = z
  * record written before the check, a source that skips it). The caller then counts from when it saw the notice.
  */
 export function noticeTimeMs(text: string | undefined): number | undefined {
-  if (text === undefined || text.length > 64 || noticeTimeProblem(text) !== undefined) return undefined;
+  if (text === undefined || noticeTimeProblem(text) !== undefined) return undefined;
   return Date.parse(text);
 }

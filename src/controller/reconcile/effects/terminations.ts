@@ -1,8 +1,7 @@
-import { reclaimIsFree } from '../../../core/spot.js';
-import { noticeTimeMs } from '../../../protocol/notice-time.js';
+import { noticeActionAtMs, reclaimIsFree } from '../../../core/spot.js';
 import { InjectedCrash } from '../../faults.js';
 import { launchedOnSpot } from '../../instance-market.js';
-import { SPOT_INTERRUPTION_EVENT, spotNoticeTime } from '../../spot-interruptions.js';
+import { spotNotice } from '../../spot-interruptions.js';
 import { PLACED_TASK_STATES } from '../../state/lifecycle.js';
 import type { InstanceRecord } from '../../state-store.js';
 import type { ReconcileContext } from '../context.js';
@@ -13,9 +12,6 @@ import { terminateGate } from '../../../round/gates.js';
  * (`leftForEc2`); past it, it is terminated as any, so a notice EC2 never acts on cannot keep an instance running.
  */
 export const SPOT_RECLAIM_MARGIN_SECONDS = 300;
-
-/** EC2 gives its spot interruption notice two minutes before it acts: the reclaim time of a notice that gave none. */
-const SPOT_NOTICE_LEAD_SECONDS = 120;
 
 /**
  * A `draining` instance that nothing occupies nor waits for gets a `terminate` intent, then CloudProvider.terminate;
@@ -83,11 +79,10 @@ function leftForEc2(ctx: ReconcileContext, inst: InstanceRecord): boolean {
   if (launched === undefined || inst.cloudId === undefined) return false;
   const now = ctx.now();
   if (!reclaimIsFree(launched, now)) return false;
-  const notice = ctx.store.listEvents({ instanceId: inst.id, kind: SPOT_INTERRUPTION_EVENT, limit: 1 })[0];
+  const notice = spotNotice(ctx.store, inst.id);
   if (notice === undefined || !launchedOnSpot(ctx.store, inst.id)) return false;
-  // Read as the checkpoint-stop's cap reads it (desired-task.ts): a time that is no real date counts from the notice.
-  const givenMs = noticeTimeMs(spotNoticeTime(ctx.store, inst.id));
-  const reclaimAt = givenMs === undefined ? notice.atSeconds + SPOT_NOTICE_LEAD_SECONDS : givenMs / 1000;
+  // Read as the checkpoint-stop's cap reads it (desired-task.ts): a notice with no time counts EC2's two minutes.
+  const reclaimAt = noticeActionAtMs(notice) / 1000;
   // A reclaim after the first hour is charged: waiting for it would only add to the bill.
   if (!reclaimIsFree(launched, reclaimAt)) return false;
   return now < reclaimAt + SPOT_RECLAIM_MARGIN_SECONDS;
