@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { isMap, isNode, isScalar, isSeq, LineCounter, type Document } from 'yaml';
-import { parseDocumentUniqueKeys } from '../core/yaml-unique-keys.js';
+import { parseDocumentUniqueKeys, yamlErrorLine } from '../core/yaml-unique-keys.js';
 import { z } from 'zod';
 import { priceOverrideProblems, type Catalog } from '../core/catalog.js';
 import { nearestKey } from '../core/strict-object.js';
@@ -87,7 +87,7 @@ function readConfigFile(path: string): FileSource {
   if (doc.errors.length > 0)
     throw new ValidationError(
       path,
-      doc.errors.map((e) => `not valid YAML: ${e.message.split('\n')[0] ?? ''}`),
+      doc.errors.map((e) => `not valid YAML: ${yamlErrorLine(e.message)}`),
     );
   const value: unknown = doc.toJS({ maxAliasCount: 100 }) ?? {};
   if (typeof value !== 'object' || value === null || Array.isArray(value))

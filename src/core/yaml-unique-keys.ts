@@ -137,3 +137,11 @@ function duplicateKeyError(
   if (/[^ ]/.test(quoted)) error.message += `\n\n${quoted}\n${' '.repeat(caret)}^\n`;
   return error;
 }
+
+/**
+ * A yaml parser error as one problem line: its first line, without the colon the parser ends it with to introduce the
+ * source line it quotes below (which a one-line problem leaves out).
+ */
+export function yamlErrorLine(message: string): string {
+  return (message.split('\n')[0] ?? message).replace(/:$/, '');
+}

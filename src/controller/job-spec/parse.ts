@@ -2,9 +2,9 @@ import { LineCounter, type Document } from 'yaml';
 import type { Catalog } from '../../core/catalog.js';
 import { ANY_FAMILY, formatResources, type FamilyDemand } from '../../core/resources.js';
 import { ValidationError } from '../../core/validation.js';
-import { parseDocumentUniqueKeys } from '../../core/yaml-unique-keys.js';
+import { parseDocumentUniqueKeys, yamlErrorLine } from '../../core/yaml-unique-keys.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
-import { explainIssue, firstLine, formatPath, lineOf, type Path, type Problem } from './problems.js';
+import { explainIssue, formatPath, lineOf, type Path, type Problem } from './problems.js';
 import {
   DEFAULT_SHM_SIZE_GIB,
   IMAGE_REFERENCE_PATTERN,
@@ -67,12 +67,8 @@ export function readSpecText(text: string, source: string): SpecText {
   return { doc, lineCounter, value };
 }
 
-/**
- * A parser error as one problem line: its first line, without the colon the yaml parser ends it with to introduce the
- * source line it quotes below (left out here).
- */
 function syntaxProblem(message: string): string {
-  return `not valid YAML/JSON: ${firstLine(message).replace(/:$/, '')}`;
+  return `not valid YAML/JSON: ${yamlErrorLine(message)}`;
 }
 
 /** Validate spec text read by readSpecText; problems name the field path, the reason and the line. */

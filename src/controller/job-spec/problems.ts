@@ -77,10 +77,6 @@ function knownKeysAt(path: Path): readonly string[] {
   return [];
 }
 
-export function firstLine(message: string): string {
-  return message.split('\n')[0] ?? message;
-}
-
 /**
  * 1-based line of the node at `path`, or of its deepest existing ancestor (for a missing field); undefined when its
  * top-level key is not in the document (a required field left out, or a name that is no field of the file, such as a

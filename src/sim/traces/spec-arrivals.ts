@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { DURATION_RULE, durationSecondsSchema } from '../../core/duration.js';
 import { describeIssues, ValidationError } from '../../core/validation.js';
-import { parseDocumentUniqueKeys } from '../../core/yaml-unique-keys.js';
+import { parseDocumentUniqueKeys, yamlErrorLine } from '../../core/yaml-unique-keys.js';
 import { MAX_TRACE_ARRIVAL_SECONDS } from './trace-bounds.js';
 
 /**
@@ -51,7 +51,7 @@ export function parseArrivals(
     if (error !== undefined) throw error;
     value = doc.toJS();
   } catch (e) {
-    throw new ValidationError(source, [`not valid YAML: ${(e as Error).message.split('\n')[0] ?? ''}`]);
+    throw new ValidationError(source, [`not valid YAML: ${yamlErrorLine((e as Error).message)}`]);
   }
   if (value === null || value === undefined)
     throw new ValidationError(source, [
