@@ -37,24 +37,18 @@ export interface JobStallFacts {
 export function stallCause(facts: StallFacts, unfinished: readonly string[]): string {
   const { caps, admitBy, config, spot } = facts.admission;
   const { rounds, capRefusedRounds, lastCapViolation, lastQueue } = facts.tally;
-  const jobFacts: JobStallFacts = { catalog: facts.catalog, caps, admitBy, config, spot, jobs: facts.jobs };
-  const never = neverFitsCause(jobFacts, unfinished);
-  if (never !== undefined) return never;
-  if (capRefusedRounds > 0)
-    return capRefusedCause(capRefusedRounds, rounds, lastCapViolation, facts.schedulerName);
-  // Jobs the last round's admission kept out never reached the scheduler: the queue holds them back.
-  const waiting = lastQueue === undefined ? undefined : queueWaits(lastQueue, new Set(unfinished), config);
-  if (waiting !== undefined)
-    return (
-      `${waiting.count} of them still waited for admission at the last round (${waiting.why}): the queue layer ` +
-      'held them back, not the scheduler; check the caps and the classes (weights, maxShare) against these jobs'
-    );
-  return interruptionCause(facts.jobs, unfinished) ?? 'does the scheduler place them?';
+  return jobStallCause(
+    { catalog: facts.catalog, caps, admitBy, config, spot, jobs: facts.jobs },
+    unfinished,
+    { rounds: capRefusedRounds, of: rounds, last: lastCapViolation, schedulerName: facts.schedulerName },
+    lastQueue,
+  );
 }
 
 /**
  * Why a run stalled, from what any runtime knows (jobs the caps never admit, spot interruptions outpacing the work),
- * or from the plans its caps refused, when it counted them.
+ * from the plans its caps refused when it counted them, and from the last round's admission when it has one (the
+ * engine's; the controller runtime's is inside its controller).
  */
 export function jobStallCause(
   facts: JobStallFacts,
@@ -65,16 +59,8 @@ export function jobStallCause(
     readonly last?: string | undefined;
     readonly schedulerName: string;
   },
+  lastQueue?: QueueDecision,
 ): string {
-  const never = neverFitsCause(facts, unfinished);
-  if (never !== undefined) return never;
-  if (refused !== undefined && refused.rounds > 0)
-    return capRefusedCause(refused.rounds, refused.of, refused.last, refused.schedulerName);
-  return interruptionCause(facts.jobs, unfinished) ?? 'does the scheduler place them?';
-}
-
-/** Unfinished jobs the caps can never admit, named with their problems; undefined when there are none. */
-function neverFitsCause(facts: JobStallFacts, unfinished: readonly string[]): string | undefined {
   const never = neverAdmittedJobs(
     facts.jobs.filter((j) => j.status !== 'finished').map((j) => j.spec),
     facts.catalog,
@@ -82,24 +68,26 @@ function neverFitsCause(facts: JobStallFacts, unfinished: readonly string[]): st
     facts.config,
     facts.spot,
   );
-  if (never.length === 0) return undefined;
-  return `among them jobs the caps can never admit (never-fits): ${neverAdmittedProblems(never, unfinished.length, facts.caps, facts.admitBy ?? 'standalone').join('; ')}`;
-}
-
-/**
- * Plans the cap check refused leave the fleet as it was: a scheduler that plans without the caps (the baselines) can
- * stall under them for good.
- */
-function capRefusedCause(
-  refused: number,
-  rounds: number,
-  last: string | undefined,
-  schedulerName: string,
-): string {
-  return (
-    `${refused} of its ${rounds} plans broke a cap and were not carried out (the last: ` +
-    `${last ?? '?'}); only Eva plans within the caps: run ${schedulerName} without them`
-  );
+  if (never.length > 0)
+    return `among them jobs the caps can never admit (never-fits): ${neverAdmittedProblems(never, unfinished.length, facts.caps, facts.admitBy ?? 'standalone').join('; ')}`;
+  // Plans the cap check refused leave the fleet as it was: a scheduler that plans without the caps (the baselines)
+  // can stall under them for good.
+  if (refused !== undefined && refused.rounds > 0)
+    return (
+      `${refused.rounds} of its ${refused.of} plans broke a cap and were not carried out (the last: ` +
+      `${refused.last ?? '?'}); only Eva plans within the caps: run ${refused.schedulerName} without them`
+    );
+  // Jobs the last round's admission kept out never reached the scheduler: the queue holds them back.
+  const waiting =
+    lastQueue === undefined || facts.config === undefined
+      ? undefined
+      : queueWaits(lastQueue, new Set(unfinished), facts.config);
+  if (waiting !== undefined)
+    return (
+      `${waiting.count} of them still waited for admission at the last round (${waiting.why}): the queue layer ` +
+      'held them back, not the scheduler; check the caps and the classes (weights, maxShare) against these jobs'
+    );
+  return interruptionCause(facts.jobs, unfinished) ?? 'does the scheduler place them?';
 }
 
 /** Placed, and sent back by spot interruptions faster than they finish: the spot market, not the scheduler. */
