@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { BUNDLED_CATALOG_PATH } from '../cloud/catalog-file.js';
@@ -42,13 +41,15 @@ const SOURCE = '--peaks-from';
  */
 export async function earlierPeaksByCatalog(
   file: string,
+  /** The report's JSON (earlier-peaks.ts readEarlierReport). */
+  report: unknown,
   seeds: readonly number[],
   referencePeaks: readonly number[],
   common: readonly string[],
   needed: ReadonlyMap<string, readonly string[]>,
   referenceCatalog: string,
 ): Promise<Map<string, number[]>> {
-  const parsed = earlierCatalogs.safeParse(JSON.parse(await readFile(file, 'utf8')));
+  const parsed = earlierCatalogs.safeParse(report);
   if (!parsed.success)
     throw new ValidationError(
       SOURCE,

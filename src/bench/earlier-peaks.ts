@@ -21,19 +21,32 @@ export async function earlierPeaks(
   seeds: readonly number[],
   common: readonly string[],
 ): Promise<number[]> {
+  return earlierPeaksOf(file, await readEarlierReport(file), seeds, common);
+}
+
+/** The earlier report `file` as JSON, read once for every question asked of it (earlierPeaksOf, arm-catalogs.ts). */
+export async function readEarlierReport(file: string): Promise<unknown> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (e) {
     throw new ValidationError(SOURCE, [`cannot read ${file}: ${e instanceof Error ? e.message : String(e)}`]);
   }
-  let json: unknown;
   try {
-    json = JSON.parse(text);
+    return JSON.parse(text) as unknown;
   } catch {
     throw new ValidationError(SOURCE, [`${file} is not JSON (an arms.json written by bench arms --out)`]);
   }
-  const parsed = earlierReport.safeParse(json);
+}
+
+/** Each seed's uncapped peak in `report` (the JSON of `file`), checked as `earlierPeaks` says. */
+export function earlierPeaksOf(
+  file: string,
+  report: unknown,
+  seeds: readonly number[],
+  common: readonly string[],
+): number[] {
+  const parsed = earlierReport.safeParse(report);
   if (!parsed.success)
     throw new ValidationError(
       SOURCE,

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { earlierPeaksByCatalog, runCatalog } from '../../src/bench/arm-catalogs.js';
+import { readEarlierReport } from '../../src/bench/earlier-peaks.js';
 import { BUNDLED_CATALOG_PATH } from '../../src/cloud/catalog-file.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-arm-catalogs-'));
@@ -43,7 +44,15 @@ describe('an earlier report’s peaks (--peaks-from)', () => {
       [bundled, ['a']],
       [DEARER, ['b']],
     ]);
-    const peaks = await earlierPeaksByCatalog(file, SEEDS, REFERENCE_PEAKS, COMMON, needed, bundled);
+    const peaks = await earlierPeaksByCatalog(
+      file,
+      await readEarlierReport(file),
+      SEEDS,
+      REFERENCE_PEAKS,
+      COMMON,
+      needed,
+      bundled,
+    );
     expect(peaks.get(bundled)).toEqual([40, 50]);
     expect(peaks.get(DEARER)).toEqual([80, 100]);
   });
@@ -58,7 +67,19 @@ describe('an earlier report’s peaks (--peaks-from)', () => {
       [bundled, ['a']],
       [DEARER, ['b', 'c']],
     ]);
-    expect(await refusal(earlierPeaksByCatalog(file, SEEDS, REFERENCE_PEAKS, COMMON, needed, bundled))).toBe(
+    expect(
+      await refusal(
+        earlierPeaksByCatalog(
+          file,
+          await readEarlierReport(file),
+          SEEDS,
+          REFERENCE_PEAKS,
+          COMMON,
+          needed,
+          bundled,
+        ),
+      ),
+    ).toBe(
       `${file} has no uncapped peaks on ${DEARER}, the catalog arms b, c run: leave out --peaks-from to run the ` +
         'uncapped references again (each arm is capped at the share of its own catalog’s uncapped peak)',
     );
@@ -67,7 +88,19 @@ describe('an earlier report’s peaks (--peaks-from)', () => {
   it('are refused for --common flags that now run another catalog than the reference did', async () => {
     const file = report('moved.json', { referenceCatalog: bundled, uncappedPeakBySeed: [50, 40, 60] });
     const needed = new Map([[DEARER, ['a', 'b']]]);
-    expect(await refusal(earlierPeaksByCatalog(file, SEEDS, REFERENCE_PEAKS, COMMON, needed, DEARER))).toBe(
+    expect(
+      await refusal(
+        earlierPeaksByCatalog(
+          file,
+          await readEarlierReport(file),
+          SEEDS,
+          REFERENCE_PEAKS,
+          COMMON,
+          needed,
+          DEARER,
+        ),
+      ),
+    ).toBe(
       `${file} measured its peaks on the bundled catalog, but --common now runs ${DEARER}: leave out ` +
         '--peaks-from to run the uncapped references again',
     );
@@ -78,17 +111,47 @@ describe('an earlier report’s peaks (--peaks-from)', () => {
     // The bundled catalog, or the one --catalog names: what every build ran for those flags.
     const onBundled = new Map([[bundled, ['a', 'b']]]);
     expect(
-      (await earlierPeaksByCatalog(file, SEEDS, REFERENCE_PEAKS, COMMON, onBundled, bundled)).get(bundled),
+      (
+        await earlierPeaksByCatalog(
+          file,
+          await readEarlierReport(file),
+          SEEDS,
+          REFERENCE_PEAKS,
+          COMMON,
+          onBundled,
+          bundled,
+        )
+      ).get(bundled),
     ).toEqual([40, 50]);
     const flagged = [...COMMON, '--catalog', DEARER];
     const onDearer = new Map([[DEARER, ['a', 'b']]]);
     expect(
-      (await earlierPeaksByCatalog(file, SEEDS, REFERENCE_PEAKS, flagged, onDearer, DEARER)).get(DEARER),
+      (
+        await earlierPeaksByCatalog(
+          file,
+          await readEarlierReport(file),
+          SEEDS,
+          REFERENCE_PEAKS,
+          flagged,
+          onDearer,
+          DEARER,
+        )
+      ).get(DEARER),
     ).toEqual([40, 50]);
     // Another catalog by a --config: an earlier build ran these flags on the bundled catalog.
     const configured = [...COMMON, '--config', 'fleetwise.yaml'];
     expect(
-      await refusal(earlierPeaksByCatalog(file, SEEDS, REFERENCE_PEAKS, configured, onDearer, DEARER)),
+      await refusal(
+        earlierPeaksByCatalog(
+          file,
+          await readEarlierReport(file),
+          SEEDS,
+          REFERENCE_PEAKS,
+          configured,
+          onDearer,
+          DEARER,
+        ),
+      ),
     ).toBe(
       `${file} does not say which catalog its peaks were measured on, and --common runs ${DEARER}: leave out ` +
         '--peaks-from to run the uncapped references again',

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ArmsReport } from '../../src/bench/arms-report.js';
 import { BUNDLED_CATALOG_PATH } from '../../src/cloud/catalog-file.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+import { writeScaledBundledCatalog } from '../helpers/catalogs.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-arms-catalogs-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -17,16 +18,8 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 /** The bundled catalog at twice its prices, and a copy of it under another name. */
 const DOUBLED = join(scratch, 'doubled.json');
 const OTHER = join(scratch, 'other.json');
-{
-  const bundled = JSON.parse(readFileSync(BUNDLED_CATALOG_PATH, 'utf8')) as {
-    types: { costPerHour: number }[];
-    spot?: { offerings: { pricePerHour: number }[] };
-  };
-  for (const t of bundled.types) t.costPerHour *= 2;
-  for (const s of bundled.spot?.offerings ?? []) s.pricePerHour *= 2;
-  writeFileSync(DOUBLED, JSON.stringify(bundled));
-  writeFileSync(OTHER, JSON.stringify(bundled));
-}
+writeScaledBundledCatalog(DOUBLED, 2);
+writeScaledBundledCatalog(OTHER, 2);
 /** A controller config naming the doubled catalog, relative to its own directory as users write it. */
 const CONFIG = join(scratch, 'fleetwise.yaml');
 writeFileSync(CONFIG, 'cluster: c\nstateDir: state\ncatalog: doubled.json\n');

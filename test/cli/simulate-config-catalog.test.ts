@@ -3,7 +3,7 @@
  * from the config file's directory as the controller reads it: `--catalog` wins over it, and a tuned queue config
  * naming another catalog is refused naming both files.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +14,7 @@ import { BUNDLED_CATALOG_PATH } from '../../src/cloud/catalog-file.js';
 import type { Catalog } from '../../src/core/catalog.js';
 import type { RunRequest } from '../../src/sim/run-request.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+import { writeScaledBundledCatalog } from '../helpers/catalogs.js';
 import { refusal } from '../helpers/validation-refusal.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-config-catalog-'));
@@ -23,15 +24,7 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 const site = join(scratch, 'site');
 mkdirSync(join(site, 'catalogs'), { recursive: true });
 const DOUBLED = join(site, 'catalogs', 'doubled.json');
-{
-  const bundled = JSON.parse(readFileSync(BUNDLED_CATALOG_PATH, 'utf8')) as {
-    types: { costPerHour: number }[];
-    spot?: { offerings: { pricePerHour: number }[] };
-  };
-  for (const t of bundled.types) t.costPerHour *= 2;
-  for (const s of bundled.spot?.offerings ?? []) s.pricePerHour *= 2;
-  writeFileSync(DOUBLED, JSON.stringify(bundled));
-}
+writeScaledBundledCatalog(DOUBLED, 2);
 
 function file(path: string, text: string): string {
   writeFileSync(path, text);

@@ -1,3 +1,5 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { BUNDLED_CATALOG_PATH } from '../../src/cloud/catalog-file.js';
 import type { Catalog, InstanceType } from '../../src/core/catalog.js';
 import type { Resources } from '../../src/core/resources.js';
 
@@ -35,3 +37,18 @@ export const TABLE3_TASKS = [
   { id: 't3', demand: { any: [0, 6, 20] as Resources } },
   { id: 't4', demand: { any: [0, 4, 12] as Resources } },
 ];
+
+/**
+ * Write the bundled catalog with every price (on demand and spot) times `factor` to `path`: every choice the same,
+ * every dollar scaled, so a run that reads it is told apart by its cost alone.
+ */
+export function writeScaledBundledCatalog(path: string, factor: number): string {
+  const bundled = JSON.parse(readFileSync(BUNDLED_CATALOG_PATH, 'utf8')) as {
+    types: { costPerHour: number }[];
+    spot?: { offerings: { pricePerHour: number }[] };
+  };
+  for (const t of bundled.types) t.costPerHour *= factor;
+  for (const s of bundled.spot?.offerings ?? []) s.pricePerHour *= factor;
+  writeFileSync(path, JSON.stringify(bundled));
+  return path;
+}

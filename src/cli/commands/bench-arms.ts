@@ -25,7 +25,7 @@ import {
   type ArmsReport,
 } from '../../bench/arms-report.js';
 import { buildCli, runBuilds, stopBuildRuns, type BuildRun } from '../../bench/build-runs.js';
-import { earlierPeaks } from '../../bench/earlier-peaks.js';
+import { earlierPeaksOf, readEarlierReport } from '../../bench/earlier-peaks.js';
 import { pairedDifferences, type ArmFigures, type PairedDifference } from '../../bench/paired-arms.js';
 import { ValidationError } from '../../core/validation.js';
 import { runRecord } from '../../sim/report/normalize.js';
@@ -354,13 +354,18 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
       needed.set(catalog, [...(needed.get(catalog) ?? []), a.name]);
     }
   }
+  const peaksFrom = o.peaksFrom;
+  // The earlier report read once: its reference peaks, then its peaks per catalog.
+  const earlierReport =
+    peaksFrom === undefined || referenceCatalog === null ? undefined : await readEarlierReport(peaksFrom);
   const earlier =
-    o.peaksFrom === undefined || referenceCatalog === null
+    peaksFrom === undefined || referenceCatalog === null || earlierReport === undefined
       ? undefined
       : await earlierPeaksByCatalog(
-          o.peaksFrom,
+          peaksFrom,
+          earlierReport,
           o.seeds,
-          await earlierPeaks(o.peaksFrom, o.seeds, common),
+          earlierPeaksOf(peaksFrom, earlierReport, o.seeds, common),
           common,
           needed,
           referenceCatalog,
