@@ -22,6 +22,24 @@ function report(name: string, fields: object): string {
   return path;
 }
 
+/** `file`'s peaks per catalog for SEEDS, the reference peaks REFERENCE_PEAKS, as bench arms asks for them. */
+async function peaksOf(
+  file: string,
+  common: readonly string[],
+  needed: ReadonlyMap<string, readonly string[]>,
+  referenceCatalog: string,
+): Promise<Map<string, number[]>> {
+  return earlierPeaksByCatalog(
+    file,
+    await readEarlierReport(file),
+    SEEDS,
+    REFERENCE_PEAKS,
+    common,
+    needed,
+    referenceCatalog,
+  );
+}
+
 async function refusal(promise: Promise<unknown>): Promise<string> {
   try {
     await promise;
@@ -44,15 +62,7 @@ describe('an earlier report’s peaks (--peaks-from)', () => {
       [bundled, ['a']],
       [DEARER, ['b']],
     ]);
-    const peaks = await earlierPeaksByCatalog(
-      file,
-      await readEarlierReport(file),
-      SEEDS,
-      REFERENCE_PEAKS,
-      COMMON,
-      needed,
-      bundled,
-    );
+    const peaks = await peaksOf(file, COMMON, needed, bundled);
     expect(peaks.get(bundled)).toEqual([40, 50]);
     expect(peaks.get(DEARER)).toEqual([80, 100]);
   });
@@ -67,19 +77,7 @@ describe('an earlier report’s peaks (--peaks-from)', () => {
       [bundled, ['a']],
       [DEARER, ['b', 'c']],
     ]);
-    expect(
-      await refusal(
-        earlierPeaksByCatalog(
-          file,
-          await readEarlierReport(file),
-          SEEDS,
-          REFERENCE_PEAKS,
-          COMMON,
-          needed,
-          bundled,
-        ),
-      ),
-    ).toBe(
+    expect(await refusal(peaksOf(file, COMMON, needed, bundled))).toBe(
       `${file} has no uncapped peaks on ${DEARER}, the catalog arms b, c run: leave out --peaks-from to run the ` +
         'uncapped references again (each arm is capped at the share of its own catalog’s uncapped peak)',
     );
@@ -88,19 +86,7 @@ describe('an earlier report’s peaks (--peaks-from)', () => {
   it('are refused for --common flags that now run another catalog than the reference did', async () => {
     const file = report('moved.json', { referenceCatalog: bundled, uncappedPeakBySeed: [50, 40, 60] });
     const needed = new Map([[DEARER, ['a', 'b']]]);
-    expect(
-      await refusal(
-        earlierPeaksByCatalog(
-          file,
-          await readEarlierReport(file),
-          SEEDS,
-          REFERENCE_PEAKS,
-          COMMON,
-          needed,
-          DEARER,
-        ),
-      ),
-    ).toBe(
+    expect(await refusal(peaksOf(file, COMMON, needed, DEARER))).toBe(
       `${file} measured its peaks on the bundled catalog, but --common now runs ${DEARER}: leave out ` +
         '--peaks-from to run the uncapped references again',
     );
@@ -110,49 +96,13 @@ describe('an earlier report’s peaks (--peaks-from)', () => {
     const file = report('unrecorded.json', { uncappedPeakBySeed: [50, 40, 60] });
     // The bundled catalog, or the one --catalog names: what every build ran for those flags.
     const onBundled = new Map([[bundled, ['a', 'b']]]);
-    expect(
-      (
-        await earlierPeaksByCatalog(
-          file,
-          await readEarlierReport(file),
-          SEEDS,
-          REFERENCE_PEAKS,
-          COMMON,
-          onBundled,
-          bundled,
-        )
-      ).get(bundled),
-    ).toEqual([40, 50]);
+    expect((await peaksOf(file, COMMON, onBundled, bundled)).get(bundled)).toEqual([40, 50]);
     const flagged = [...COMMON, '--catalog', DEARER];
     const onDearer = new Map([[DEARER, ['a', 'b']]]);
-    expect(
-      (
-        await earlierPeaksByCatalog(
-          file,
-          await readEarlierReport(file),
-          SEEDS,
-          REFERENCE_PEAKS,
-          flagged,
-          onDearer,
-          DEARER,
-        )
-      ).get(DEARER),
-    ).toEqual([40, 50]);
+    expect((await peaksOf(file, flagged, onDearer, DEARER)).get(DEARER)).toEqual([40, 50]);
     // Another catalog by a --config: an earlier build ran these flags on the bundled catalog.
     const configured = [...COMMON, '--config', 'fleetwise.yaml'];
-    expect(
-      await refusal(
-        earlierPeaksByCatalog(
-          file,
-          await readEarlierReport(file),
-          SEEDS,
-          REFERENCE_PEAKS,
-          configured,
-          onDearer,
-          DEARER,
-        ),
-      ),
-    ).toBe(
+    expect(await refusal(peaksOf(file, configured, onDearer, DEARER))).toBe(
       `${file} does not say which catalog its peaks were measured on, and --common runs ${DEARER}: leave out ` +
         '--peaks-from to run the uncapped references again',
     );
