@@ -15,6 +15,11 @@ import {
 export const MAX_LATENCY_POINTS = 1000;
 /** A latency a table may reach, in µs: 100 ms, far beyond any zone-to-zone round trip. */
 export const MAX_TABLE_LATENCY_MICROSECONDS = 100_000;
+/**
+ * The lowest relative performance a table may give: a 100× slowdown (NoMora's curves stay above 0.1 on their range).
+ * Below it a job placed badly all but stops, and a simulation ends at its time limit with the job unfinished.
+ */
+export const MIN_TABLE_PERFORMANCE = 0.01;
 
 const SENSITIVITY_NAMES = ['none', ...LATENCY_PRESETS] as const;
 const SENSITIVITY_RULE = `expected ${SENSITIVITY_NAMES.join(', ')} or a table of [latencyMicroseconds, relativePerformance] points`;
@@ -24,11 +29,11 @@ const POINT_JSON_SCHEMA = {
   items: { type: 'number', minimum: 0 },
   minItems: 2,
   maxItems: 2,
-  description: '[latencyMicroseconds, relativePerformance in (0, 1]]',
+  description: `[latencyMicroseconds, relativePerformance in [${MIN_TABLE_PERFORMANCE}, 1]]`,
 } as const;
 
 /**
- * `none`, a preset name, or a table of points with increasing latencies and performances in (0, 1]. Parsed by hand
+ * `none`, a preset name, or a table of points with increasing latencies and performances in [0.01, 1]. Parsed by hand
  * (like a task's demand) so that a bad point is named by its index rather than drowned in a union's alternatives.
  */
 export const latencySensitivitySchema = z
@@ -76,6 +81,11 @@ function pointProblem(point: unknown, previous: LatencyPoint | undefined): strin
   if (!(Number.isFinite(x) && x >= 0 && x <= MAX_TABLE_LATENCY_MICROSECONDS))
     return `latency must be 0 to ${MAX_TABLE_LATENCY_MICROSECONDS} µs, got ${x}`;
   if (!(p > 0 && p <= 1)) return `relative performance must be in (0, 1], got ${p}`;
+  if (p < MIN_TABLE_PERFORMANCE)
+    return (
+      `relative performance must be at least ${MIN_TABLE_PERFORMANCE} (a ${1 / MIN_TABLE_PERFORMANCE}× slowdown), ` +
+      `got ${p}: below it a job placed badly all but stops`
+    );
   if (previous !== undefined && !(x > previous[0]))
     return `latencies must increase from point to point (${x} µs after ${previous[0]} µs)`;
   return undefined;

@@ -65,7 +65,7 @@ export interface RunRequest {
   };
   /**
    * The simulated network (`--latency-config`, world/network-config.ts), as written; undefined: the default network,
-   * and network metrics only when some job declares a network.
+   * and network metrics only when some job declares a network. Its draws follow `trace.seed` either way.
    */
   readonly network?: NetworkConfigInput | undefined;
   /** Default: the bundled us-east-1 catalog. */
@@ -214,13 +214,24 @@ export function requestNetworkConfig(request: Pick<RunRequest, 'network'>, catal
   );
 }
 
-/** The run's network options: given when a network was configured or latency-sensitive jobs were asked for. */
+/**
+ * The run's network, its noise and congestion drawn from `--seed`: given whenever the network matters (a network was
+ * configured, latency-sensitive jobs were asked for, or some job of the trace declares one), so a config that only
+ * restates the defaults changes nothing. Otherwise undefined, and the run reports no network metrics: its network
+ * then only draws a zone for each instance launched without one, which no job reads.
+ */
 function runNetwork(
   request: RunRequest,
   catalog: Catalog,
+  trace: Trace,
 ): { readonly config: NetworkConfig; readonly seed: number } | undefined {
-  if (request.network === undefined && (request.trace.latencySensitiveShare ?? 0) === 0) return undefined;
-  return { config: requestNetworkConfig(request, catalog), seed: request.trace.seed ?? 0 };
+  const matters =
+    request.network !== undefined ||
+    (request.trace.latencySensitiveShare ?? 0) > 0 ||
+    trace.jobs.some((j) => j.network !== undefined);
+  return matters
+    ? { config: requestNetworkConfig(request, catalog), seed: request.trace.seed ?? 0 }
+    : undefined;
 }
 
 /** The request's scheduler, with its Eva tunables and the plan-level caps it keeps its plans under. */
@@ -300,7 +311,7 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
       request.queue.config ?? queueConfigFor(request.queue.kind, sizesSeconds),
       request.spot !== undefined,
     );
-  const network = runNetwork(request, catalog);
+  const network = runNetwork(request, catalog, trace);
   const result = runSimulation({
     trace,
     scheduler,

@@ -9,12 +9,14 @@ import { ValidationError } from '../core/validation.js';
  * problem names its field.
  */
 
-const range = (what: string, min: number, max: number) =>
+/** A `[low, high]` pair of `bound` values. */
+const range = (what: string, bound: z.ZodNumber) =>
   z
-    .tuple([z.number().min(min).max(max), z.number().min(min).max(max)], {
-      error: `expected [low, high] ${what}`,
-    })
+    .tuple([bound, bound], { error: `expected [low, high] ${what}` })
     .refine(([lo, hi]) => lo <= hi, 'low must not exceed high');
+
+/** A noise factor: a factor of 0 would make round trips 0 µs. */
+const noiseFactor = z.number().gt(0, 'must be > 0 (a factor of 0 makes round trips 0 µs)').max(10);
 
 /** The shortest noise interval (NoMora's latency update period; the simulation steps at every interval). */
 export const MIN_NOISE_INTERVAL_SECONDS = 1;
@@ -28,7 +30,7 @@ const NEXT_DOMAINS = [
   ['zone', 'cross-zone'],
 ] as const;
 
-export const networkConfigSchema = z.strictObject({
+const networkConfigFields = z.strictObject({
   /** Zones of the region: a count (named after the region: us-east-1a, …) or the names. */
   zones: z
     .union([
@@ -79,8 +81,8 @@ export const networkConfigSchema = z.strictObject({
         .min(MIN_NOISE_INTERVAL_SECONDS, 'must be ≥ 1 s (NoMora updates round trips every second)')
         .max(86_400, 'at most 86400 s')
         .default(60),
-      withinPlacementGroup: range('factors', 0, 10).default([0.5, 1]),
-      betweenDomains: range('factors', 0, 10).default([0.8, 1.2]),
+      withinPlacementGroup: range('factors', noiseFactor).default([0.5, 1]),
+      betweenDomains: range('factors', noiseFactor).default([0.8, 1.2]),
     })
     .default({ intervalSeconds: 60, withinPlacementGroup: [0.5, 1], betweenDomains: [0.8, 1.2] }),
   /**
@@ -90,8 +92,8 @@ export const networkConfigSchema = z.strictObject({
   episodes: z
     .strictObject({
       perInstancePerDay: z.number().min(0, 'must be ≥ 0').max(1000, 'at most 1000').default(0),
-      durationMinutes: range('minutes', 0, 1440).default([5, 30]),
-      factor: range('factors', 1, 100).default([2, 3]),
+      durationMinutes: range('minutes', z.number().min(0).max(1440)).default([5, 30]),
+      factor: range('factors', z.number().min(1).max(100)).default([2, 3]),
     })
     .default({ perInstancePerDay: 0, durationMinutes: [5, 30], factor: [2, 3] }),
   /** Workers report the maximum round trip over this window (digest §10.4: 60 s). */
@@ -102,6 +104,57 @@ export const networkConfigSchema = z.strictObject({
    */
   generatedGibPerHour: z.number().finite().nonnegative('must be ≥ 0').default(10),
 });
+
+/** The noise each domain's round trips are drawn with (none within an instance). */
+const NOISE_FIELDS = {
+  'same-instance': undefined,
+  'placement-group': 'withinPlacementGroup',
+  zone: 'betweenDomains',
+  'cross-zone': 'betweenDomains',
+} as const satisfies Record<keyof DomainRtts, 'withinPlacementGroup' | 'betweenDomains' | undefined>;
+
+const inMicroseconds = (x: number): string => `${Number(x.toPrecision(6))} µs`;
+
+/**
+ * Noisy round trips keep the order of the base ones: a domain's highest (its round trip × its noise's high) is at most
+ * the next farther domain's lowest (its round trip × its noise's low), so no draw gives a nearer pair a longer round
+ * trip than a farther one (congestion aside) and NoMora's preference for the nearer domain stays right. Named by the
+ * noise of the nearer domain (the placement group's for a same-instance pair); base values out of order are named by
+ * domainRttMicroseconds alone.
+ */
+function keepNoisyOrder(config: z.output<typeof networkConfigFields>, ctx: z.RefinementCtx): void {
+  // A range refused on its own (a factor of 0, low above high) is told once, by its field.
+  const { withinPlacementGroup, betweenDomains } = config.noise;
+  if (![withinPlacementGroup, betweenDomains].every(([lo, hi]) => lo > 0 && lo <= hi)) return;
+  const rtts = config.domainRttMicroseconds;
+  const factors = (domain: keyof DomainRtts): readonly [number, number] => {
+    const field = NOISE_FIELDS[domain];
+    return field === undefined ? [1, 1] : config.noise[field];
+  };
+  const times = (domain: keyof DomainRtts, end: 'low' | 'high'): string => {
+    const field = NOISE_FIELDS[domain];
+    if (field === undefined) return '';
+    const factor = config.noise[field][end === 'low' ? 0 : 1];
+    return ` (${inMicroseconds(rtts[domain])} × ${field}${field.endsWith('s') ? "'" : "'s"} ${end} ${factor})`;
+  };
+  for (const [near, far] of NEXT_DOMAINS) {
+    if (rtts[far] < rtts[near]) continue;
+    const highest = rtts[near] * factors(near)[1];
+    const lowest = rtts[far] * factors(far)[0];
+    // A relative margin, so that factors written in decimals (0.8 × 150) compare as written.
+    if (highest <= lowest * (1 + 1e-9)) continue;
+    ctx.addIssue({
+      code: 'custom',
+      path: ['noise', NOISE_FIELDS[near] ?? NOISE_FIELDS[far]],
+      message:
+        `${near} round trips reach ${inMicroseconds(highest)}${times(near, 'high')}, above ${far}'s lowest, ` +
+        `${inMicroseconds(lowest)}${times(far, 'low')}: noisy round trips must not shrink with distance either (a domain's ` +
+        "round trip × its noise's high ≤ the next farther domain's × its noise's low)",
+    });
+  }
+}
+
+export const networkConfigSchema = networkConfigFields.superRefine(keepNoisyOrder);
 
 export type NetworkConfigInput = z.input<typeof networkConfigSchema>;
 type ParsedConfig = z.output<typeof networkConfigSchema>;

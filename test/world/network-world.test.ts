@@ -158,6 +158,52 @@ describe('the network ground truth', () => {
     expect(bad({})).toBe('accepted');
   });
 
+  it('refuses noise factors of 0 and noise that lets round trips shrink with distance, naming the noise', () => {
+    const problems = (value: unknown) => {
+      const result = networkConfigSchema.safeParse(value);
+      return result.success ? [] : describeIssues(result.error);
+    };
+    const RULE =
+      "noisy round trips must not shrink with distance either (a domain's round trip × its noise's high ≤ the next " +
+      "farther domain's × its noise's low)";
+    // A placement-group pair up to 500 µs apart, a zone pair as near as 120 µs.
+    expect(problems({ noise: { withinPlacementGroup: [8, 10] } })).toEqual([
+      "noise.withinPlacementGroup: placement-group round trips reach 500 µs (50 µs × withinPlacementGroup's high " +
+        "10), above zone's lowest, 120 µs (150 µs × betweenDomains' low 0.8): " +
+        RULE,
+    ]);
+    expect(problems({ noise: { withinPlacementGroup: [0.2, 1] } })).toEqual([
+      "noise.withinPlacementGroup: same-instance round trips reach 20 µs, above placement-group's lowest, 10 µs " +
+        "(50 µs × withinPlacementGroup's low 0.2): " +
+        RULE,
+    ]);
+    expect(problems({ noise: { betweenDomains: [0.1, 10] } })).toEqual([
+      "noise.withinPlacementGroup: placement-group round trips reach 50 µs (50 µs × withinPlacementGroup's high 1), " +
+        "above zone's lowest, 15 µs (150 µs × betweenDomains' low 0.1): " +
+        RULE,
+      "noise.betweenDomains: zone round trips reach 1500 µs (150 µs × betweenDomains' high 10), above cross-zone's " +
+        "lowest, 80 µs (800 µs × betweenDomains' low 0.1): " +
+        RULE,
+    ]);
+    // A factor of 0 makes round trips 0 µs.
+    expect(problems({ noise: { withinPlacementGroup: [0, 0], betweenDomains: [0, 1] } })).toEqual([
+      'noise.withinPlacementGroup.0: must be > 0 (a factor of 0 makes round trips 0 µs)',
+      'noise.withinPlacementGroup.1: must be > 0 (a factor of 0 makes round trips 0 µs)',
+      'noise.betweenDomains.0: must be > 0 (a factor of 0 makes round trips 0 µs)',
+    ]);
+    // Base values out of order are told once, by the round trips.
+    expect(problems({ domainRttMicroseconds: { 'cross-zone': 100 } })).toHaveLength(1);
+    // The defaults, a noiseless network of equal round trips, and noise that keeps the order are accepted.
+    expect(problems({})).toEqual([]);
+    expect(
+      problems({
+        domainRttMicroseconds: { 'same-instance': 100, 'placement-group': 100, zone: 100, 'cross-zone': 100 },
+        noise: { withinPlacementGroup: [1, 1], betweenDomains: [1, 1] },
+      }),
+    ).toEqual([]);
+    expect(problems({ noise: { withinPlacementGroup: [0.4, 2.4], betweenDomains: [0.8, 4] } })).toEqual([]);
+  });
+
   it('refuses zones named outside the catalog’s region, naming each', () => {
     const resolve = (zones: readonly string[]) =>
       resolveNetworkConfig(networkConfigSchema.parse({ zones }), 'us-east-1');

@@ -7,7 +7,7 @@ import { MAX_DURATION_SECONDS } from '../../core/duration.js';
 import { traceArrivalSeconds, traceDelaySeconds, traceDurationSeconds, traceShmGiB } from './trace-bounds.js';
 import { duplicateJsonKeys, type DuplicateKey } from './json-duplicate-keys.js';
 import { entriesInOrder, jsonKeyOrder, keyOrderPath } from './json-key-order.js';
-import { isFleetwiseTraceJson } from './fleetwise-json.js';
+import { fleetwiseLookalikeProblem, isFleetwiseTraceJson } from './fleetwise-json.js';
 import { withoutBom } from './text.js';
 
 /**
@@ -140,6 +140,9 @@ export function parseEvaTrace(rawText: string, source = 'trace.json', traceName 
     throw new ValidationError(source, [
       `(root): a fleetwise trace (format ${JSON.stringify((json as { format: string }).format)}), not an Eva one: give --format fleetwise`,
     ]);
+  // A fleetwise trace with its format misspelled or left out would otherwise be told it has jobs named format and jobs.
+  const lookalike = fleetwiseLookalikeProblem(json);
+  if (lookalike !== undefined) throw new ValidationError(source, [lookalike]);
   const duplicates = duplicateJsonKeys(text);
   if (duplicates.length > 0) throw new ValidationError(source, duplicates.map(duplicateProblem));
   // In the file's order, so that jobs arriving together keep it (JSON.parse puts ids like "10" and "2" first, sorted).

@@ -229,6 +229,23 @@ export function isFleetwiseTraceJson(json: unknown): boolean {
   );
 }
 
+/**
+ * The problem of parsed JSON shaped like a fleetwise trace whose `format` does not say so (misspelled, or missing
+ * beside a `jobs` array), which is therefore read as an Eva trace; undefined when it is not shaped so. An Eva trace
+ * maps job ids to job objects, so a `jobs` array, or a `format` that is not an object, is a fleetwise trace's.
+ */
+export function fleetwiseLookalikeProblem(json: object): string | undefined {
+  const root = json as { format?: unknown; jobs?: unknown };
+  const hasJobsArray = Array.isArray(root.jobs);
+  const hasFormat = 'format' in root && (typeof root.format !== 'object' || root.format === null);
+  if (!hasJobsArray && !hasFormat) return undefined;
+  const given = hasFormat ? `got ${JSON.stringify(root.format)}` : 'missing';
+  const shape = hasJobsArray
+    ? "the file has a fleetwise trace's jobs array, where an Eva trace maps job ids to jobs"
+    : 'an Eva trace maps job ids to jobs, and a fleetwise trace says its format';
+  return `format: expected "${FLEETWISE_TRACE_FORMAT}" (${given}): ${shape}`;
+}
+
 /** Whether the text of a JSON file is a fleetwise trace (its `format` field; a leading BOM is skipped). */
 export function isFleetwiseTraceText(text: string): boolean {
   try {

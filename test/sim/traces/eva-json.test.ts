@@ -172,6 +172,26 @@ describe('Eva JSON traces: fields the engine relies on', () => {
     ]);
   });
 
+  it('tells a fleetwise trace whose format is misspelled or missing by its format, not as Eva jobs', () => {
+    const jobs = '"jobs": [{"id": "job-1"}]';
+    expect(problemsOf(`{"format": "fleetwise", "name": "t", ${jobs}}`)).toEqual([
+      'format: expected "fleetwise-trace/v1" (got "fleetwise"): the file has a fleetwise trace\'s jobs array, ' +
+        'where an Eva trace maps job ids to jobs',
+    ]);
+    expect(problemsOf(`{"name": "t", ${jobs}}`)).toEqual([
+      'format: expected "fleetwise-trace/v1" (missing): the file has a fleetwise trace\'s jobs array, where an Eva ' +
+        'trace maps job ids to jobs',
+    ]);
+    expect(problemsOf('{"format": 1}')).toEqual([
+      'format: expected "fleetwise-trace/v1" (got 1): an Eva trace maps job ids to jobs, and a fleetwise trace ' +
+        'says its format',
+    ]);
+    // Jobs whose ids are "format" or "jobs" are Eva jobs still.
+    const job = JSON.parse(withJob({})) as Record<string, unknown>;
+    const named = JSON.stringify({ format: job['a'], jobs: job['a'] });
+    expect(parseEvaTrace(named, 't.json').jobs.map((j) => j.id)).toEqual(['format', 'jobs']);
+  });
+
   it('refuses a demand asking for nothing, naming the field', () => {
     expect(problemsOf(withJob({}, { demand: { any: [0, 0, 0] } }))).toEqual([
       'job a: tasks.0.demand.any: asks for nothing ([0, 0, 0]): a demand needs a positive GPU, vCPU or memory entry',

@@ -37,6 +37,14 @@ describe('--latency-sensitive', () => {
     expect(sensitive.every((j) => j.network?.pattern === 'star' && j.network.gibPerHour === 10)).toBe(true);
   });
 
+  it('refuses a trace with no multi-task job left to give a curve, naming the flag; share 0 takes any trace', () => {
+    const single = trace(traceJob('0', { tasks: [traceTask('node0')] }));
+    expect(() => withLatencySensitivity(single, 0.5, 3, 10)).toThrow(
+      /^--latency-sensitive: .*\(1 single-task, 0 declaring a network\): .*--multi-task$/,
+    );
+    expect(withLatencySensitivity(single, 0, 3, 10)).toBe(single);
+  });
+
   it('a job sensitive at one share stays so, with its curve, at a larger one; share 0 changes nothing', () => {
     const base = mixed(400);
     expect(withLatencySensitivity(base, 0, 3, 10)).toBe(base);
