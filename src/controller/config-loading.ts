@@ -1,21 +1,26 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { isMap, isNode, isScalar, isSeq, LineCounter, type Document } from 'yaml';
-import { parseDocumentUniqueKeys, yamlErrorLine } from '../core/yaml-unique-keys.js';
-import { z } from 'zod';
 import { priceOverrideProblems, type Catalog } from '../core/catalog.js';
 import { nearestKey } from '../core/strict-object.js';
-import { formatFieldPath, ValidationError } from '../core/validation.js';
+import { ValidationError } from '../core/validation.js';
 import { SCHEDULER_NAMES, unknownSchedulerProblem } from '../scheduler/registry.js';
 import { controllerConfigSchema, type ControllerConfig, type ParsedControllerConfig } from './config.js';
 import { FLAG_PATHS, flagNameOf, flagValue, setPath, type ControllerFlags } from './config-flags.js';
 import {
   catalogProblems,
   localBootProblems,
+  localOnlyProblems,
   registrationBackoff,
   type ConfigProblem,
   type FieldPath,
 } from './config-checks.js';
+import {
+  fieldAt,
+  issuePath,
+  parseWithLines,
+  unknownKeyProblems,
+  type FileWithLines,
+} from './settings-file-fields.js';
 
 /** Reading the configuration file (keeping each value's line for messages), laying the flags over it, validating. */
 
@@ -69,10 +74,8 @@ function applyLocalDefaults(merged: Json): void {
   fields.backoffMaxSeconds ??= d.registrationBackoffMaxSeconds;
 }
 
-interface FileSource {
-  readonly path: string;
+interface FileSource extends FileWithLines {
   readonly value: Json;
-  readonly lineAt: (path: readonly (string | number)[]) => number | undefined;
 }
 
 function readConfigFile(path: string): FileSource {
@@ -82,36 +85,11 @@ function readConfigFile(path: string): FileSource {
   } catch (e) {
     throw new ValidationError(path, [`cannot read the configuration file: ${(e as Error).message}`]);
   }
-  const lineCounter = new LineCounter();
-  const doc = parseDocumentUniqueKeys(text, { lineCounter });
-  if (doc.errors.length > 0)
-    throw new ValidationError(
-      path,
-      doc.errors.map((e) => `not valid YAML: ${yamlErrorLine(e.message)}`),
-    );
-  const value: unknown = doc.toJS({ maxAliasCount: 100 }) ?? {};
-  if (typeof value !== 'object' || value === null || Array.isArray(value))
+  const file = parseWithLines(path, text);
+  const value = file.value ?? {};
+  if (typeof value !== 'object' || Array.isArray(value))
     throw new ValidationError(path, ['(root): expected a mapping of settings']);
-  return { path, value: value as Json, lineAt: (p) => lineOf(doc, lineCounter, p) };
-}
-
-/**
- * 1-based line of the field at `path`: its key's (a section's value starts a line below it), or for a field left out
- * its deepest ancestor's in the file.
- */
-function lineOf(doc: Document, counter: LineCounter, path: readonly (string | number)[]): number | undefined {
-  for (let n = path.length; n >= 1; n--) {
-    const parent: unknown = n === 1 ? doc.contents : doc.getIn(path.slice(0, n - 1), true);
-    const segment = path[n - 1];
-    const node = isMap(parent)
-      ? parent.items.find((pair) => isScalar(pair.key) && String(pair.key.value) === String(segment))?.key
-      : isSeq(parent) && typeof segment === 'number'
-        ? parent.items[segment]
-        : undefined;
-    if (isNode(node) && node.range !== undefined && node.range !== null)
-      return counter.linePos(node.range[0]).line;
-  }
-  return undefined;
+  return { ...file, value: value as Json };
 }
 
 /**
@@ -126,69 +104,6 @@ function schedulerNotASection(input: unknown): string {
       ? ''
       : `; ${unknownSchedulerProblem([given])}`;
   return `a section, not a policy name: the policy goes under scheduler.name, e.g. scheduler: { name: ${example} }${unknown}`;
-}
-
-/** Unknown keys of one mapping explained one by one; the rest are counted in one problem. */
-const MAX_EXPLAINED_UNKNOWN_KEYS = 20;
-
-/**
- * Each unknown key of the mapping at `path` as a problem of its own path (so of its own line), with the field it most
- * likely meant: a near name of the same mapping or, at the top level, the section that has a field of that name.
- */
-function unknownKeyProblems(
-  path: FieldPath,
-  keys: readonly string[],
-): { readonly path: FieldPath; readonly message: string }[] {
-  const known = fieldsAt(controllerConfigSchema, path);
-  const explained = keys.slice(0, MAX_EXPLAINED_UNKNOWN_KEYS).map((key) => {
-    const sections =
-      path.length === 0 ? known.filter((s) => fieldsAt(controllerConfigSchema, [s]).includes(key)) : [];
-    if (sections.length > 0)
-      return {
-        path: [key],
-        message: `a field of the ${sections.join(' or ')} section: put it under ${sections.map((s) => `${s}:`).join(' or ')}`,
-      };
-    // A dotted key is one key, whose path would print as the nested field it spells: said so, with how to nest it.
-    const parts = key.split('.');
-    if (parts.length > 1 && parts.every((p) => p !== '')) {
-      const last = parts[parts.length - 1] as string;
-      const nests = fieldsAt(controllerConfigSchema, [...path, ...parts.slice(0, -1)]).includes(last);
-      return {
-        path: [...path, key],
-        message:
-          `the key ${JSON.stringify(key)} is one key, a dot does not nest it` +
-          (nests
-            ? `: write ${parts.slice(0, -1).join(': { ')}: { ${last}: … }${' }'.repeat(parts.length - 2)}`
-            : ' (unknown field)'),
-      };
-    }
-    const hint = nearestKey(key, known);
-    return {
-      path: [...path, key],
-      message: `unknown field${hint === undefined ? ` (known: ${known.join(', ')})` : `, did you mean ${hint}?`}`,
-    };
-  });
-  const more = keys.length - explained.length;
-  return more === 0
-    ? explained
-    : [...explained, { path, message: `${more} more unknown field${more === 1 ? '' : 's'}` }];
-}
-
-/** The field names of the mapping at `path` in the configuration's schema (none where it is no mapping). */
-function fieldsAt(schema: z.core.$ZodType, path: FieldPath): readonly string[] {
-  if (schema instanceof z.ZodOptional || schema instanceof z.ZodDefault || schema instanceof z.ZodNullable)
-    return fieldsAt(schema.unwrap() as z.core.$ZodType, path);
-  // The queue section is checked for unknown keys first, then piped into the queue layer's own schema.
-  if (schema instanceof z.ZodPipe) return fieldsAt(schema.in as z.core.$ZodType, path);
-  if (path.length === 0) return schema instanceof z.ZodObject ? Object.keys(schema.shape) : [];
-  const [head, ...rest] = path;
-  if (schema instanceof z.ZodObject) {
-    const field = (schema.shape as Record<string, z.core.$ZodType | undefined>)[String(head)];
-    return field === undefined ? [] : fieldsAt(field, rest);
-  }
-  if (schema instanceof z.ZodArray) return fieldsAt(schema.element as z.core.$ZodType, rest);
-  if (schema instanceof z.ZodRecord) return fieldsAt(schema.valueType as z.core.$ZodType, rest);
-  return [];
 }
 
 export interface LoadConfigOptions {
@@ -252,16 +167,15 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
   const result = controllerConfigSchema.safeParse(merged);
   const source = file === undefined ? 'controller options' : file.path;
   // A field as problems name it: as shown (its dotted path by default), with its line in the file when it has one.
-  const at = (path: FieldPath, shown: string = formatFieldPath(path)): string => {
-    const line = file?.lineAt(path);
-    return `${shown}${line === undefined ? '' : ` (line ${line})`}`;
-  };
+  const at = (path: FieldPath, shown?: string): string => fieldAt(file, path, shown);
   if (!result.success) {
     const problems = result.error.issues.flatMap((issue): string[] => {
-      const path = issue.path.filter((p): p is string | number => typeof p !== 'symbol');
+      const path = issuePath(issue);
       if (issue.code === 'unrecognized_keys')
         // An unknown key is any text: quoted where it is not a plain name, it cannot pass for another problem.
-        return unknownKeyProblems(path, issue.keys).map((p) => `${at(p.path)}: ${p.message}`);
+        return unknownKeyProblems(controllerConfigSchema, path, issue.keys).map(
+          (p) => `${at(p.path)}: ${p.message}`,
+        );
       const dotted = path.map(String).join('.');
       const flag = fromFlag.get(dotted);
       if (flag !== undefined) return [`${flag}: ${issue.message}`];
@@ -301,6 +215,21 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
         message: p.message,
       })),
     );
+  // The provider as a message about a local-only setting names it: with its flag, its line, or as the default.
+  const providerFlag = fromFlag.get('provider');
+  const providerNamed =
+    providerFlag !== undefined
+      ? `${parsed.provider} (${providerFlag})`
+      : givenBy.has('provider')
+        ? at(['provider'], parsed.provider)
+        : `${parsed.provider} by default`;
+  const localFlag = flagHint('provider');
+  refuse(
+    localOnlyProblems(parsed, {
+      named: providerNamed,
+      local: `provider: local${localFlag === undefined ? '' : ` (or ${localFlag} local)`}`,
+    }),
+  );
   if (options.catalog !== undefined) refuse(catalogProblems(parsed, options.catalog));
   refuse(
     localBootProblems(

@@ -162,8 +162,8 @@ export const schedulerSchema = z
   });
 
 /**
- * The `queue:` section: WFQ classes, weights, orderings and preemption (PCS §3; src/queue/wfq.ts). Unknown keys are
- * refused here (the core schema strips them), then the core schema checks values, defaults and thresholds.
+ * The `queue:` section (a `--queue-config` file's too): WFQ classes, weights, orderings and preemption (PCS §3;
+ * src/queue/wfq.ts). Unknown keys are refused here, then the core schema checks values, defaults and thresholds.
  */
 const queueKeysSchema = z.strictObject({
   classifyBy: z.unknown().optional(),
@@ -194,7 +194,7 @@ const queueKeysSchema = z.strictObject({
     .optional(),
 });
 
-const queueSchema = queueKeysSchema
+export const queueSchema = queueKeysSchema
   .transform((v): unknown => v)
   .pipe(wfqConfigSchema)
   .superRefine((q, ctx) => {
@@ -232,6 +232,14 @@ const queueSchema = queueKeysSchema
       });
     });
   });
+
+/**
+ * A `priceOverrides:` section (a controller config's, a `--queue-config` file's): an empty one is taken as none, so no
+ * report names prices overridden by it (a `--price-overrides` file of no prices is refused: it is the wrong file).
+ */
+export const configPriceOverridesSchema = priceOverridesSchema
+  .optional()
+  .transform((given) => (given !== undefined && Object.keys(given).length > 0 ? given : undefined));
 
 const placementSchema = z.strictObject({
   availabilityZone: z.string().min(1),
@@ -420,7 +428,7 @@ export const controllerConfigSchema = z
      * Savings Plans or reserved prices laid over the catalog's (and over every price refresh): a discount in percent,
      * then on-demand and spot $/hour per type that win. Absent: the catalog's list prices.
      */
-    priceOverrides: priceOverridesSchema.optional(),
+    priceOverrides: configPriceOverridesSchema,
     caps: capsSchema.default({}),
     /**
      * Weighted fair queueing under the caps: classes by size or team, weights, ordering per class

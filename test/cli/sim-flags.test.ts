@@ -17,6 +17,7 @@ import {
 } from '../../src/cli/commands/sim-flags.js';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { ValidationError } from '../../src/core/validation.js';
+import { refusal } from '../helpers/validation-refusal.js';
 
 describe('simulate/tune flag parsing', () => {
   it('names option fields as their flags', () => {
@@ -170,10 +171,13 @@ describe('simulate/tune flag parsing', () => {
       controllerConfig,
       'queue:\n  classes:\n    - { id: all, weight: 1 }\nroundSeconds: 60\ncluster: c\nstateDir: s\n',
     );
-    expect(() => readQueueConfigFile(controllerConfig)).toThrow(
-      'cluster, stateDir: a queue config has a queue: section and, as fleetwise tune prints them, caps:, ' +
-        'scheduler:, roundSeconds:, catalog:, priceOverrides: sections; give a whole controller config with --config',
-    );
+    const whole =
+      "a controller config's setting: a queue config has a queue: section and, as fleetwise tune prints them, " +
+      'caps:, scheduler:, roundSeconds:, catalog:, priceOverrides: sections; give a whole controller config with --config';
+    expect(refusal(() => readQueueConfigFile(controllerConfig)).problems).toEqual([
+      `cluster (line 5): ${whole}`,
+      `stateDir (line 6): ${whole}`,
+    ]);
     const badCaps = join(dir, 'bad-caps.yaml');
     writeFileSync(badCaps, 'queue:\n  classes:\n    - { id: all, weight: 1 }\ncaps:\n  admitBy: cheapest\n');
     expect(() => readQueueConfigFile(badCaps)).toThrow(/caps[\s\S]*admitBy/);
@@ -221,10 +225,10 @@ describe('simulate/tune flag parsing', () => {
       'priceOverrides.discountPercent',
     ])
       expect(
-        problems.some((p) => p.startsWith(`${field}: `)),
+        problems.some((p) => p.startsWith(`${field} (line `)),
         field,
       ).toBe(true);
-    expect(problems).toContain('roundSeconds: at least 1 s (a simulation spans weeks)');
+    expect(problems).toContain('roundSeconds (line 7): at least 1 s (a simulation spans weeks)');
     rmSync(dir, { recursive: true, force: true });
   });
 

@@ -240,3 +240,84 @@ describe('the registration backoff: its base against its max', () => {
     expect(backoff(['provider: local'])).toEqual([5, 60]);
   });
 });
+
+describe('the registration timeout a local worker needs', () => {
+  it('refuses a timeout the worker’s own start reaches, naming where it was set and the least that works', () => {
+    const WHY =
+      'a local worker starts and registers about 3 s after its launch (later while others start), so every ' +
+      'instance would be replaced before its worker registers, and no job would start; in local mode it must be ' +
+      'above 3 s';
+    expect(problems(['provider: local', 'workerRegistration:', '  timeoutSeconds: 3'])).toEqual([
+      `workerRegistration.timeoutSeconds (line 3): 3 s: ${WHY}`,
+    ]);
+    expect(problems(['provider: local'], { registrationTimeoutSeconds: '2' })).toEqual([
+      `--registration-timeout-seconds: 2 s: ${WHY}`,
+    ]);
+  });
+
+  it('names the slowest local boot in the least that works, in one problem', () => {
+    expect(
+      problems([...LOCAL, '  c7i.large: 20', '  r7i.large: 5', 'workerRegistration: { timeoutSeconds: 1 }']),
+    ).toEqual([
+      expect.stringMatching(
+        /^workerRegistration\.timeoutSeconds \(line 5\): 1 s: .* must be above 23 s \(the slowest localBootSeconds, 20 s, and the worker's start after it\)$/,
+      ),
+    ]);
+  });
+
+  it('takes a timeout above the worker’s start, and leaves an EC2 timeout to EC2', () => {
+    const local = load(['provider: local', 'workerRegistration: { timeoutSeconds: 3.5 }']);
+    expect(settingsFromConfig(local).registrationTimeoutSeconds).toBe(3.5);
+    // On EC2 the worker is not a process of this host: the local figure says nothing of it.
+    const ec2 = load(['cluster: c', 'stateDir: s', 'workerRegistration: { timeoutSeconds: 3 }']);
+    expect(settingsFromConfig(ec2).registrationTimeoutSeconds).toBe(3);
+  });
+});
+
+describe('local boot times outside local mode', () => {
+  const WHY =
+    'applies to the local provider only (its instances are worker processes, started that much later), and the ' +
+    'provider is aws';
+
+  it('refuses them with the default provider, naming their line and how to choose local mode', () => {
+    expect(problems(['cluster: c', 'stateDir: s', 'localBootSeconds:', '  c7i.large: 30'])).toEqual([
+      `localBootSeconds (line 3): ${WHY} by default: an EC2 instance boots in EC2's own time; remove it, or ` +
+        'choose local mode with provider: local (or --provider local)',
+    ]);
+  });
+
+  it('names the provider where it was set: its line, or its flag', () => {
+    const boot = ['cluster: c', 'stateDir: s', 'localBootSeconds: { c7i.large: 30 }'];
+    expect(problems(['provider: aws', ...boot])).toEqual([
+      expect.stringContaining(`${WHY} (line 1): an EC2 instance`),
+    ]);
+    // The flag over a file written for local mode.
+    expect(problems(['provider: local', ...boot], { provider: 'aws' })).toEqual([
+      expect.stringContaining(`${WHY} (--provider): an EC2 instance`),
+    ]);
+  });
+
+  it('names no flag to simulate --config, and takes an empty mapping, which delays nothing', () => {
+    const found = problems(
+      ['cluster: c', 'stateDir: s', 'localBootSeconds: { c7i.large: 30 }'],
+      {},
+      {
+        forSimulation: true,
+      },
+    );
+    expect(found).toEqual([expect.stringMatching(/choose local mode with provider: local$/)]);
+    expect(load(['cluster: c', 'stateDir: s', 'localBootSeconds: {}']).localBootSeconds).toEqual({});
+  });
+});
+
+describe('an empty priceOverrides section', () => {
+  it('is taken as none: it overrides nothing', () => {
+    const config = load(['cluster: c', 'stateDir: s', 'priceOverrides: {}']);
+    expect(config.priceOverrides).toBeUndefined();
+    expect(
+      load(['cluster: c', 'stateDir: s', 'priceOverrides: { discountPercent: 10 }']).priceOverrides,
+    ).toEqual({
+      discountPercent: 10,
+    });
+  });
+});

@@ -83,17 +83,14 @@ describe('controller configuration', () => {
     const catalog: Catalog = JSON.parse(
       readFileSync(join(PROJECT_ROOT, 'instance-catalogs', 'aws-us-east-1.json'), 'utf8'),
     ) as Catalog;
-    const path = file(
-      'boot.yaml',
-      'cluster: a\nstateDir: st\nlocalBootSeconds:\n  c7i.large: 5\n  c7i.larg: 5\n',
-    );
+    const path = file('boot.yaml', 'provider: local\nlocalBootSeconds:\n  c7i.large: 5\n  c7i.larg: 5\n');
     const refused = problemsOf(() =>
       loadControllerConfig({ flags: { config: path }, env: {}, defaultRegion: 'us-east-1', catalog }),
     );
     expect(refused.problems).toEqual([
-      'localBootSeconds.c7i.larg (line 5): not an instance type of the catalog, did you mean c7i.large?',
+      'localBootSeconds.c7i.larg (line 4): not an instance type of the catalog, did you mean c7i.large?',
     ]);
-    const fine = file('boot-ok.yaml', 'cluster: a\nstateDir: st\nlocalBootSeconds:\n  c7i.large: 5\n');
+    const fine = file('boot-ok.yaml', 'provider: local\nlocalBootSeconds:\n  c7i.large: 5\n');
     expect(
       loadControllerConfig({ flags: { config: fine }, env: {}, defaultRegion: 'us-east-1', catalog })
         .localBootSeconds,

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { readFileSync, statSync } from 'node:fs';
 import { dirname, extname, resolve } from 'node:path';
 import { ADMIT_BY } from '../../queue/admission.js';
-import { parseWfqConfig, type WfqConfig } from '../../queue/wfq.js';
+import type { WfqConfig } from '../../queue/wfq.js';
 import { readYamlOrJsonFile } from '../flag-file.js';
 import { z } from 'zod';
 import { describeIssues, parseWith, ValidationError } from '../../core/validation.js';
@@ -23,11 +23,15 @@ import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
 import type { ReportSettings } from '../../sim/report/json.js';
 import {
   catalogPathSchema,
+  configPriceOverridesSchema,
+  controllerConfigSchema,
   MAX_ROUND_SECONDS,
+  queueSchema,
   ROUND_SECONDS_BOUND,
   roundSecondsSchema,
   schedulerSchema,
 } from '../../controller/config.js';
+import { fieldsAt, parseFileWith, parseWithLines } from '../../controller/settings-file-fields.js';
 import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../../core/model.js';
 
 /** Flag parsing shared by `simulate` and `tune` (commander hands over strings; zod checks them). */
@@ -269,18 +273,20 @@ const queueFileCapsSchema = z.strictObject({
 export type QueueFileCaps = z.output<typeof queueFileCapsSchema>;
 
 /**
- * The sections `fleetwise tune` prints beside `queue:` (the settings it ran with), each checked by the controller
- * config's own schema for it, so what a controller takes from the printed config is what a simulation takes.
+ * A `--queue-config` file with sections: its `queue:`, and the sections `fleetwise tune` prints beside it (the settings
+ * it ran with), each checked by the controller config's own schema for it, so what a controller takes from the printed
+ * config is what a simulation takes.
  */
-const tunedSectionsSchema = z.object({
+const queueFileSchema = z.strictObject({
+  queue: queueSchema,
   caps: queueFileCapsSchema.optional(),
   scheduler: schedulerSchema.optional(),
   // The controller's bound, and the simulated period's (a simulation spans weeks).
   roundSeconds: roundSecondsSchema.pipe(simulatedPeriodSeconds).optional(),
   catalog: catalogPathSchema.optional(),
-  priceOverrides: priceOverridesSchema.optional(),
+  priceOverrides: configPriceOverridesSchema,
 });
-const TUNED_SECTIONS: readonly string[] = Object.keys(tunedSectionsSchema.shape);
+const TUNED_SECTIONS: readonly string[] = Object.keys(queueFileSchema.shape).filter((k) => k !== 'queue');
 
 /** A `--queue-config` file: its WFQ config, and the settings it was tuned under when it says them. */
 export interface QueueConfigFile {
@@ -298,29 +304,38 @@ export interface QueueConfigFile {
 /** A controller config's `scheduler:` section: the policy's name, and Eva's tunables. */
 export type SchedulerSection = z.output<typeof schedulerSchema>;
 
+/** A setting of a whole controller config at the top of a queue config: it belongs in `--config`. */
+function controllerSettingNote(path: readonly (string | number)[], key: string): string | undefined {
+  if (path.length > 0 || !fieldsAt(controllerConfigSchema, []).includes(key)) return undefined;
+  return (
+    `a controller config's setting: a queue config has a queue: section and, as fleetwise tune prints them, ` +
+    `${TUNED_SECTIONS.map((k) => `${k}:`).join(', ')} sections; give a whole controller config with --config`
+  );
+}
+
 /**
  * `--queue-config FILE`: a WFQ config in YAML or JSON, either bare or as the controller config's `queue:` section,
  * with the sections beside it that `fleetwise tune` prints: `caps:` (the caps and `admitBy` it was tuned under), and
  * the `scheduler:`, `roundSeconds:`, `catalog:` and `priceOverrides:` it ran with when not the defaults (a run of its
- * config under other settings would not be the run it measured). Validated with the errors naming the file and field;
- * any other section is refused, not ignored (a whole controller config goes in `--config`).
+ * config under other settings would not be the run it measured). Validated as a controller config is: each problem
+ * names the file, the field and its line, an unknown key the field it likely meant; any other section is refused, not
+ * ignored (a whole controller config goes in `--config`).
  */
 export function readQueueConfigFile(path: string): QueueConfigFile {
-  const value = readYamlOrJsonFile(path, '--queue-config');
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new ValidationError('--queue-config', [`cannot read ${path}: ${(e as Error).message}`]);
+  }
+  const file = parseWithLines(path, text);
+  const { value } = file;
   if (typeof value !== 'object' || value === null || !('queue' in value))
-    return { queue: parseWfqConfig(value, path) };
-  const sections = value as Record<string, unknown>;
-  const others = Object.keys(sections).filter((k) => k !== 'queue' && !TUNED_SECTIONS.includes(k));
-  if (others.length > 0)
-    throw new ValidationError(path, [
-      `${others.join(', ')}: a queue config has a queue: section and, as fleetwise tune prints them, ` +
-        `${TUNED_SECTIONS.map((k) => `${k}:`).join(', ')} sections; give a whole controller config with --config`,
-    ]);
-  const queue = parseWfqConfig(sections.queue, path);
-  const { caps, scheduler, roundSeconds, catalog, priceOverrides } = parseWith(
-    tunedSectionsSchema,
-    sections,
-    path,
+    return { queue: parseFileWith(queueSchema, file) };
+  const { queue, caps, scheduler, roundSeconds, catalog, priceOverrides } = parseFileWith(
+    queueFileSchema,
+    file,
+    controllerSettingNote,
   );
   return {
     queue,

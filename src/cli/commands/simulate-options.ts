@@ -1,7 +1,9 @@
 import { z } from 'zod';
 import type { FamilyGroupQuota } from '../../core/quota-groups.js';
 import { ValidationError } from '../../core/validation.js';
+import type { Catalog } from '../../core/catalog.js';
 import { knownQuotaGroups } from '../../controller/config.js';
+import { emptyQuotaGroupProblem } from '../../controller/config-checks.js';
 import { ADMIT_BY } from '../../queue/admission.js';
 import { parseSchedulerList } from '../../scheduler/registry.js';
 import { QUEUE_KINDS } from '../../sim/queue-options.js';
@@ -138,11 +140,13 @@ const optionsSchema = z.object({
 /**
  * `--quota group:vcpus=N,gpus=M` (repeatable): an AWS-style on-demand quota per family group (src/queue/caps.ts
  * awsQuotaGroup: `p` for P3, `standard` for C7i/R7i), named in messages as typed. `familyGroups`: a controller config's
- * family → group map, whose groups count instances too.
+ * family → group map, whose groups count instances too. With the catalog the runs take, a group none of its families is
+ * in is refused as a controller config's quota is (config-checks.ts).
  */
 export function parseQuotaFlag(
   text: string,
   familyGroups?: Readonly<Record<string, string>>,
+  catalog?: Catalog,
 ): FamilyGroupQuota {
   const problem = (why: string) =>
     new ValidationError('--quota', [`"${text}": ${why}; expected group:vcpus=N[,gpus=M], e.g. p:gpus=16`]);
@@ -163,6 +167,11 @@ export function parseQuotaFlag(
   // A group no instance counts against would be a cap that never binds, silently.
   if (!known.includes(group))
     throw problem(`no instance counts against group ${group} (groups: ${known.join(', ')})`);
+  const empty =
+    catalog === undefined
+      ? undefined
+      : emptyQuotaGroupProblem(group, catalog, familyGroups ?? {}, "the --config file's caps.familyGroups");
+  if (empty !== undefined) throw new ValidationError('--quota', [`"${text}": ${empty}`]);
   return { group, ...limits, source: `--quota ${text.trim()}` };
 }
 
@@ -173,8 +182,9 @@ export function parseQuotaFlag(
 export function parseQuotaFlags(
   texts: readonly string[],
   familyGroups?: Readonly<Record<string, string>>,
+  catalog?: Catalog,
 ): FamilyGroupQuota[] {
-  const quotas = texts.map((text) => parseQuotaFlag(text, familyGroups));
+  const quotas = texts.map((text) => parseQuotaFlag(text, familyGroups, catalog));
   quotas.forEach((q, i) => {
     const first = quotas.findIndex((other) => other.group === q.group);
     if (first < i)

@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { applyPriceOverrides } from '../../core/catalog.js';
+import { applyPriceOverrides, type Catalog } from '../../core/catalog.js';
 import type { ValueOfTimeSetting } from '../../core/model.js';
 import { ValidationError } from '../../core/validation.js';
 import type { FamilyGroupQuota } from '../../core/quota-groups.js';
@@ -164,7 +164,7 @@ export function simulationPlan(raw: RawSimulateOptions) {
     flagPrices === undefined && prices !== undefined
       ? applyPriceOverrides(loaded.catalog, prices.overrides, prices.source)
       : loaded.catalog;
-  const quotas = runQuotas(o.quota ?? [], config?.caps, o.config);
+  const quotas = runQuotas(o.quota ?? [], config?.caps, o.config, loaded.catalog);
   const queueConfig = queueFile === undefined ? config?.queue : queueFile.queue;
   // Each setting a tuned queue config carries: the flag, else a controller config's when its file gives it, else the
   // queue config's, else the controller config's default. A default the config loader filled in is no choice of the
@@ -387,8 +387,9 @@ function runQuotas(
   flags: readonly string[],
   configCaps: ControllerConfig['caps'] | undefined,
   configPath: string | undefined,
+  catalog: Catalog,
 ): FamilyGroupQuota[] {
-  const fromFlags = parseQuotaFlags(flags, configCaps?.familyGroups);
+  const fromFlags = parseQuotaFlags(flags, configCaps?.familyGroups, catalog);
   const fromConfig = configCaps === undefined ? [] : (capsOf(configCaps, configPath).quotas ?? []);
   return [...fromConfig.filter((q) => !fromFlags.some((f) => f.group === q.group)), ...fromFlags];
 }
