@@ -26,8 +26,8 @@ export interface ArmsReport {
   readonly catalogs: Readonly<Record<string, string | null>>;
   /**
    * With --cap-share: the share, and per seed the uncapped peak $/h of the --common flags alone and the cap it gave,
-   * measured on `referenceCatalog` (the catalog those flags run); an arm on another catalog is capped at the share of
-   * that catalog's peak (`uncappedPeakByCatalog`, `capBySeedByArm`).
+   * measured on `referenceCatalog` (the catalog those flags run); an arm on another catalog, or at other prices, is
+   * capped at the share of the peak on its catalog at its prices (`uncappedPeakByCatalog`, `capBySeedByArm`).
    */
   readonly capShare: number | null;
   /** With --peaks-from: the earlier report the uncapped peaks were taken from (no reference runs were made). */
@@ -36,10 +36,19 @@ export interface ArmsReport {
   readonly referenceCatalog: string | null;
   readonly uncappedPeakBySeed: readonly (number | null)[];
   readonly capBySeed: readonly (number | null)[];
-  /** With --cap-share: per catalog the arms or the reference run, per seed, the --common flags' uncapped peak on it. */
+  /**
+   * With --cap-share: per catalog the arms or the reference run, per seed, the --common flags' uncapped peak on it.
+   * An arm whose runs take other prices than the --common flags' (its own --price-overrides, or a config's) has its
+   * catalog's key followed by ` with price overrides {…}`: those flags' peak on its catalog at its prices.
+   */
   readonly uncappedPeakByCatalog: Readonly<Record<string, readonly (number | null)[]>>;
   /** Per arm, per seed: the cap it ran under (null without --cap-share). */
   readonly capBySeedByArm: Readonly<Record<string, readonly (number | null)[]>>;
+  /**
+   * With --cap-share: per arm, the key of `uncappedPeakByCatalog` its caps are the share of; empty without it. Absent
+   * in reports written before.
+   */
+  readonly referenceByArm?: Readonly<Record<string, string>>;
   /** Per arm, per seed in `seeds` order: the run's `simulate --json` record. */
   readonly runs: Readonly<Record<string, readonly ArmFigures[]>>;
   /** Per arm other than the baseline: its paired differences. */

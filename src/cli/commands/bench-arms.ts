@@ -1,11 +1,11 @@
 import type { Command } from 'commander';
 import { constants } from 'node:os';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { basename, join, resolve } from 'node:path';
-import { parse as parseShellWords } from 'shell-quote';
+import { join } from 'node:path';
 import { z } from 'zod';
-import { catalogName, earlierPeaksByCatalog, runCatalog } from '../../bench/arm-catalogs.js';
+import { armBuilds, parseArms, parseSeedList, refuseArmFlags, shellWords } from '../../bench/arms-flags.js';
 import { armsHtml } from '../../bench/arms-html.js';
+import { planArms } from '../../bench/arms-plan.js';
 import {
   absoluteReason,
   armCaps,
@@ -21,12 +21,11 @@ import {
   pValueText,
   sameCaps,
   seedDifferences,
-  type Arm,
   type ArmsReport,
 } from '../../bench/arms-report.js';
-import { buildCli, runBuilds, stopBuildRuns, type BuildRun } from '../../bench/build-runs.js';
-import { earlierPeaksOf, readEarlierReport } from '../../bench/earlier-peaks.js';
-import { pairedDifferences, type ArmFigures, type PairedDifference } from '../../bench/paired-arms.js';
+import { armsRunCount, runArms } from '../../bench/arms-runs.js';
+import { runBuilds, stopBuildRuns, type BuildRun } from '../../bench/build-runs.js';
+import type { ArmFigures } from '../../bench/paired-arms.js';
 import { ValidationError } from '../../core/validation.js';
 import { runRecord } from '../../sim/report/normalize.js';
 import { defaultParallelism, runInWorkers } from '../../sim/run-pool.js';
@@ -37,6 +36,12 @@ import { formatTable } from '../table.js';
 import { flagProblems, numberText, positiveInteger } from './sim-flags.js';
 import { parseSimulateArgs } from './simulate.js';
 import { simulationPlan } from './simulate-plan.js';
+
+/**
+ * `fleetwise bench arms`: its flags (read in bench/arms-flags.ts), what it runs (bench/arms-plan.ts, with simulate's
+ * own planning of each run), the runs (bench/arms-runs.ts) in worker threads and other builds' subprocesses with the
+ * progress on stderr, and the report as tables, JSON and a page.
+ */
 
 /** Raw commander values; validated by `optionsSchema`. */
 interface RawArmsOptions {
@@ -49,80 +54,6 @@ interface RawArmsOptions {
   readonly parallel?: string;
   readonly json?: boolean;
   readonly out?: string;
-}
-
-const MAX_SEEDS = 200;
-
-/** `4-19`, `4,7,9` or a mix (`1-3,8`): distinct non-negative integers, in the order given. */
-export function parseSeedList(text: string): number[] {
-  const seeds: number[] = [];
-  for (const part of text.split(',')) {
-    const m = /^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$/.exec(part);
-    if (m === null)
-      throw new ValidationError('--seeds', [`"${part.trim()}" is not a seed or a range like 4-19`]);
-    const from = Number(m[1]);
-    const to = m[2] === undefined ? from : Number(m[2]);
-    if (to < from) throw new ValidationError('--seeds', [`range ${from}-${to} runs backwards`]);
-    if (seeds.length + (to - from + 1) > MAX_SEEDS)
-      throw new ValidationError('--seeds', [`at most ${MAX_SEEDS} seeds`]);
-    for (let s = from; s <= to; s++) {
-      if (seeds.includes(s)) throw new ValidationError('--seeds', [`seed ${s} is named twice`]);
-      seeds.push(s);
-    }
-  }
-  return seeds;
-}
-
-const ARM_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
-
-/** `name=simulate flags`: the arm's name and its flags split as a shell would (quotes kept together, no operators). */
-export function parseArm(text: string): { readonly name: string; readonly args: string[] } {
-  const eq = text.indexOf('=');
-  const name = eq < 0 ? '' : text.slice(0, eq).trim();
-  if (!ARM_NAME.test(name))
-    throw new ValidationError('--arm', [
-      `"${text}": expected name=flags, e.g. srpt=--queue srpt (a name of letters, digits, _ . -)`,
-    ]);
-  return { name, args: shellWords(text.slice(eq + 1), `--arm ${name}`) };
-}
-
-/** Flags split as a shell would; `$X` stays as written (nothing is expanded) and operators are refused. */
-export function shellWords(text: string, source: string): string[] {
-  return parseShellWords(text, (key) => `$${key}`).map((word) => {
-    if (typeof word === 'string') return word;
-    throw new ValidationError(source, [
-      `"${text}": only flags and values, no shell operators, globs or comments`,
-    ]);
-  });
-}
-
-/** `--build name=dir`: which arms run another build, as arm name → that build's directory and CLI. */
-function armBuilds(
-  texts: readonly string[],
-  arms: ReadonlySet<string>,
-): Map<string, { readonly dir: string; readonly cli: string }> {
-  const builds = new Map<string, { readonly dir: string; readonly cli: string }>();
-  for (const text of texts) {
-    const eq = text.indexOf('=');
-    const name = eq < 0 ? '' : text.slice(0, eq).trim();
-    const dir = eq < 0 ? '' : text.slice(eq + 1).trim();
-    if (!arms.has(name) || dir === '')
-      throw new ValidationError('--build', [
-        `"${text}": expected arm=dir with an arm given by --arm (${[...arms].join(', ')})`,
-      ]);
-    if (builds.has(name)) throw new ValidationError('--build', [`arm ${name} is given two builds`]);
-    builds.set(name, { dir: resolve(dir), cli: buildCli(dir, `--build ${name}`) });
-  }
-  return builds;
-}
-
-/** Flags the bench sets itself on every run, and so refuses in --common and --arm. */
-const BENCH_SET_FLAGS = ['--seed', '--json', '--out', '--parallel'] as const;
-
-function refuseFlags(args: readonly string[], flags: readonly string[], source: string, why: string): void {
-  for (const arg of args)
-    for (const flag of flags)
-      if (arg === flag || arg.startsWith(`${flag}=`)) throw new ValidationError(source, [`${flag}: ${why}`]);
 }
 
 const optionsSchema = z.object({
@@ -147,21 +78,8 @@ const optionsSchema = z.object({
   out: z.string().min(1).optional(),
 });
 
-/** Trace formats generated from the seed; the others (eva, fleetwise, specs) are read from a file as they are. */
-const SEEDED_TRACE_FORMATS: ReadonlySet<string> = new Set(['alibaba', 'synthetic', 'success']);
-
-/** Whether the run's `--seed` changes it: the generated trace, the spot market, or the simulated network (run-request.ts). */
-export function seedVariesRun(request: RunRequest): boolean {
-  return (
-    SEEDED_TRACE_FORMATS.has(request.trace.format) ||
-    request.spot !== undefined ||
-    request.network !== undefined ||
-    (request.trace.latencySensitiveShare ?? 0) > 0
-  );
-}
-
 /** The single run a simulate command line asks for (one scheduler, one value of time), for `source`'s errors. */
-function oneRun(args: readonly string[], source: string, label: string): RunRequest {
+export function planSimulateRun(args: readonly string[], source: string, label: string): RunRequest {
   const { requests } = simulationPlan(parseSimulateArgs(args, source));
   if (requests.length !== 1)
     throw new ValidationError(source, [
@@ -184,7 +102,8 @@ export function armsText(report: ArmsReport): string {
   for (const arm of report.arms.slice(1)) {
     const runs = report.runs[arm.name] ?? [];
     const differences = report.comparisons[arm.name] ?? [];
-    // Arms on different catalogs ran under different caps (each its own catalog's share): a column each.
+    // Arms on different catalogs or at other prices ran under different caps (each its own reference's share): a
+    // column each.
     const capArms =
       report.capShare === null ? [] : sameCaps(report, arm.name) ? [null] : [report.baseline, arm.name];
     const headers = [
@@ -236,148 +155,22 @@ export function armsText(report: ArmsReport): string {
   return `${out.join('\n')}\n`;
 }
 
-/**
- * Seed `seed`'s uncapped reference run: the --common flags alone, on `catalog` when it is another than theirs. A cap
- * there (a --config's) would cap it, and so every cap taken from it: refused.
- */
-function referenceRun(common: readonly string[], seed: number, catalog: string | undefined): RunRequest {
-  const reference = oneRun(
-    [...common, ...(catalog === undefined ? [] : ['--catalog', catalog]), '--seed', String(seed)],
-    catalog === undefined ? '--common' : `--common on ${catalogName(catalog)}`,
-    `seed ${seed} uncapped${catalog === undefined ? '' : ` on ${basename(catalog)}`}`,
-  );
-  if (reference.queue?.caps.maxCostPerHour !== undefined)
-    throw new ValidationError('--common', [
-      `--cap-share sets each seed's cap from an uncapped run, but --common caps it at $${reference.queue.caps.maxCostPerHour}/h ` +
-        '(a --config with caps.maxCostPerHour): leave the cap out of the config',
-    ]);
-  const { maxInstances, quotas } = reference.queue?.caps ?? {};
-  if (maxInstances !== undefined || (quotas?.length ?? 0) > 0)
-    throw new ValidationError('--common', [
-      `--cap-share sets each seed's cap from an uncapped run, but --common caps it ` +
-        (maxInstances !== undefined ? `at ${maxInstances} instances` : 'with quotas') +
-        ' (a --config with caps.maxInstances or caps.quotas): leave those caps out of the config',
-    ]);
-  return reference;
-}
-
 async function benchArms(raw: RawArmsOptions): Promise<void> {
   const parsed = optionsSchema.safeParse(raw);
   if (!parsed.success) throw new ValidationError('fleetwise bench arms options', flagProblems(parsed.error));
   const o = parsed.data;
   const common = shellWords(o.common ?? '', '--common');
-  const arms = o.arm.map(parseArm);
-  const names = new Set<string>();
-  for (const a of arms) {
-    if (names.has(a.name)) throw new ValidationError('--arm', [`two arms are named ${a.name}`]);
-    names.add(a.name);
-  }
+  const arms = parseArms(o.arm);
   // Before the runs: a directory that cannot be written would lose them at the end, and making one under /proc never
   // returns.
   if (o.out !== undefined) checkOutputDirectory(o.out, '--out');
-  const builds = armBuilds(o.build ?? [], names);
-  const why = 'the bench sets it on every run';
-  refuseFlags(common, BENCH_SET_FLAGS, '--common', why);
-  for (const a of arms) refuseFlags(a.args, BENCH_SET_FLAGS, `--arm ${a.name}`, why);
+  const builds = armBuilds(o.build ?? [], arms);
   const capShare = o.capShare ?? null;
-  const saveWhy = 'each run would write it over the one before: save a table with simulate';
-  refuseFlags(common, ['--save-colocation-table'], '--common', saveWhy);
-  for (const a of arms) refuseFlags(a.args, ['--save-colocation-table'], `--arm ${a.name}`, saveWhy);
-  if (capShare !== null) {
-    const capWhy = 'with --cap-share the cap is the share of each seed’s uncapped peak';
-    refuseFlags(common, ['--cap-dollars-per-hour'], '--common', capWhy);
-    for (const a of arms) refuseFlags(a.args, ['--cap-dollars-per-hour'], `--arm ${a.name}`, capWhy);
-  }
-  if (capShare !== null) {
-    const capWhy =
-      'with --cap-share the uncapped reference run would be capped by it, and so every seed’s cap';
-    refuseFlags(common, ['--cap-instances', '--quota'], '--common', capWhy);
-  }
-  const seedArgs = (seed: number) => ['--seed', String(seed)];
-  // Every arm's flags checked on the first seed before anything runs (another build's, by that build as it runs),
-  // and the catalog each arm runs read from its request.
-  const first = o.seeds[0] as number;
-  const catalogOf = new Map<string, string>();
-  const checked = arms
-    .filter((arm) => !builds.has(arm.name))
-    .map((a) => {
-      const request = oneRun(
-        [
-          ...common,
-          ...a.args,
-          ...seedArgs(first),
-          ...(capShare === null ? [] : ['--cap-dollars-per-hour', '1']),
-        ],
-        `--arm ${a.name}`,
-        a.name,
-      );
-      catalogOf.set(a.name, runCatalog(request));
-      return request;
-    });
-  // Another build's arm may take flags this build does not know: then it may well be seeded, and its catalog is
-  // unknown (with --cap-share it is capped as the --common flags' catalog is).
-  const otherSeeded = arms
-    .filter((arm) => builds.has(arm.name))
-    .map((a) => {
-      try {
-        const request = oneRun([...common, ...a.args, ...seedArgs(first)], `--arm ${a.name}`, a.name);
-        catalogOf.set(a.name, runCatalog(request));
-        return seedVariesRun(request);
-      } catch {
-        return true;
-      }
-    })
-    .some((seeded) => seeded);
-  const catalogs = Object.fromEntries(arms.map((a) => [a.name, catalogOf.get(a.name) ?? null]));
-  // Seeds that all run the same thing make identical differences: a spread of 0, and nothing learnt from the seeds.
-  if (o.seeds.length > 1 && !otherSeeded && !checked.some(seedVariesRun))
-    throw new ValidationError('--common', [
-      `every seed of --seeds ${o.seeds.join(',')} would be the same run: the seed changes neither the trace ` +
-        `(${checked[0]?.trace.format ?? 'this'} traces are fixed; alibaba, synthetic and success are generated from it) ` +
-        'nor anything else of these runs (--spot on, --latency-config, --latency-sensitive are seeded): ' +
-        'use a generated trace or give a single seed',
-    ]);
+  refuseArmFlags(common, arms, capShare);
+  const input = { seeds: o.seeds, common, arms, builds, capShare, peaksFrom: o.peaksFrom };
+  const plan = await planArms(input, planSimulateRun);
 
-  if (o.peaksFrom !== undefined && capShare === null)
-    throw new ValidationError('--peaks-from', ['needs --cap-share: the peaks are there to set caps']);
-  // --cap-share: the uncapped reference is the --common flags alone, on their own catalog and on each other catalog an
-  // arm runs, and each arm is capped at the share of its own catalog's peak. The share is how hard the cap holds the
-  // workload back; a peak measured on another catalog's prices would hold an arm on dearer instances back harder (at
-  // twice the prices, 0.6 of the baseline's peak is 0.3 of its own), and the comparison would mix the catalog with a
-  // tighter cap. One dollar cap for every arm is --cap-dollars-per-hour in --common, without --cap-share.
-  const needed = new Map<string, string[]>();
-  const referenceCatalog = capShare === null ? null : runCatalog(referenceRun(common, first, undefined));
-  if (referenceCatalog !== null) {
-    needed.set(referenceCatalog, []);
-    for (const a of arms) {
-      const catalog = catalogs[a.name] ?? referenceCatalog;
-      needed.set(catalog, [...(needed.get(catalog) ?? []), a.name]);
-    }
-  }
-  const peaksFrom = o.peaksFrom;
-  // The earlier report read once: its reference peaks, then its peaks per catalog.
-  const earlierReport =
-    peaksFrom === undefined || referenceCatalog === null ? undefined : await readEarlierReport(peaksFrom);
-  const earlier =
-    peaksFrom === undefined || referenceCatalog === null || earlierReport === undefined
-      ? undefined
-      : await earlierPeaksByCatalog(
-          peaksFrom,
-          earlierReport,
-          o.seeds,
-          earlierPeaksOf(peaksFrom, earlierReport, o.seeds, common),
-          common,
-          needed,
-          referenceCatalog,
-        );
-
-  // Uncapped reference runs first, catalog by catalog, so that each arm's cap is known.
-  const requests: RunRequest[] = [];
-  if (earlier === undefined)
-    for (const catalog of needed.keys())
-      for (const seed of o.seeds)
-        requests.push(referenceRun(common, seed, catalog === referenceCatalog ? undefined : catalog));
-  const total = requests.length + o.seeds.length * arms.length;
+  const total = armsRunCount(input, plan);
   const parallel = o.parallel ?? defaultParallelism(total);
   const progress = batchProgress(total, 'bench arms', 'runs');
   const run = async (batch: readonly RunRequest[], offset: number): Promise<ArmFigures[]> => {
@@ -405,84 +198,7 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
   process.on('SIGTERM', stopped);
   let report: ArmsReport;
   try {
-    const uncapped = requests.length === 0 ? [] : await run(requests, 0);
-    const uncappedPeakByCatalog = Object.fromEntries(
-      [...needed.keys()].map((catalog, k) => [
-        catalog,
-        o.seeds.map(
-          (_, i) => earlier?.get(catalog)?.[i] ?? uncapped[k * o.seeds.length + i]?.peakCostPerHour ?? null,
-        ),
-      ]),
-    );
-    const capsOn = (catalog: string | null): (number | null)[] =>
-      o.seeds.map((_, i) => {
-        const peak = catalog === null ? null : (uncappedPeakByCatalog[catalog]?.[i] ?? null);
-        return capShare === null || peak === null ? null : capShare * peak;
-      });
-    const uncappedPeakBySeed = o.seeds.map((_, i) =>
-      referenceCatalog === null ? null : (uncappedPeakByCatalog[referenceCatalog]?.[i] ?? null),
-    );
-    const capBySeed = capsOn(referenceCatalog);
-    const capBySeedByArm = Object.fromEntries(
-      arms.map((a) => [a.name, capsOn(catalogs[a.name] ?? referenceCatalog)]),
-    );
-    // The other builds' runs in subprocesses, then this build's in its worker threads; slots[i][k] is seed i, arm k.
-    const armRequests: RunRequest[] = [];
-    const buildRuns: BuildRun[] = [];
-    const slots: { readonly build: boolean; readonly index: number }[][] = [];
-    o.seeds.forEach((seed, i) => {
-      slots.push(
-        arms.map((a) => {
-          const cap = capBySeedByArm[a.name]?.[i] ?? null;
-          const args = [
-            ...common,
-            ...a.args,
-            ...seedArgs(seed),
-            ...(cap === null ? [] : ['--cap-dollars-per-hour', String(cap)]),
-          ];
-          const label = `seed ${seed} ${a.name}`;
-          const build = builds.get(a.name);
-          if (build !== undefined) {
-            buildRuns.push({ cli: build.cli, args: [...args, '--json'], label });
-            return { build: true, index: buildRuns.length - 1 };
-          }
-          armRequests.push(oneRun(args, `--arm ${a.name}`, label));
-          return { build: false, index: armRequests.length - 1 };
-        }),
-      );
-    });
-    // The other builds' runs first: they parse their arms' flags only as they start, and a mistake there (which this
-    // build cannot check up front) then ends the bench in a second rather than after all of this build's runs.
-    const other = await runOther(buildRuns, requests.length);
-    const here = await run(armRequests, requests.length + buildRuns.length);
-    const runs: Record<string, ArmFigures[]> = {};
-    arms.forEach((a, k) => {
-      runs[a.name] = o.seeds.map((_, i) => {
-        const slot = slots[i]?.[k] as { build: boolean; index: number };
-        return (slot.build ? other : here)[slot.index] as ArmFigures;
-      });
-    });
-    const baseline = (arms[0] as Arm).name;
-    const comparisons: Record<string, PairedDifference[]> = {};
-    for (const a of arms.slice(1))
-      comparisons[a.name] = pairedDifferences(runs[baseline] ?? [], runs[a.name] ?? []);
-    report = {
-      seeds: o.seeds,
-      common,
-      arms,
-      builds: Object.fromEntries([...builds].map(([name, b]) => [name, b.dir])),
-      baseline,
-      catalogs,
-      capShare,
-      peaksFrom: o.peaksFrom ?? null,
-      referenceCatalog,
-      uncappedPeakBySeed,
-      capBySeed,
-      uncappedPeakByCatalog,
-      capBySeedByArm,
-      runs,
-      comparisons,
-    };
+    report = await runArms(input, plan, planSimulateRun, { run, runOther });
   } finally {
     process.off('SIGINT', stopped);
     process.off('SIGTERM', stopped);
