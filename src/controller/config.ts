@@ -197,39 +197,18 @@ const queueKeysSchema = z.strictObject({
 export const queueSchema = queueKeysSchema
   .transform((v): unknown => v)
   .pipe(wfqConfigSchema)
+    // The WFQ schema checks a class's keys against its classification and a team given twice; a controller config asks
+  // more of team classes (one problem each, not the schema's and a second wording of it).
   .superRefine((q, ctx) => {
-    const teamOwner = new Map<string, string>();
     q.classes.forEach((c, i) => {
-      if (q.classifyBy === 'size' && c.teams !== undefined)
-        ctx.addIssue({
-          code: 'custom',
-          path: ['classes', i, 'teams'],
-          message: 'teams only apply with classifyBy: team',
-        });
-      if (q.classifyBy === 'team' && c.maxSizeSeconds !== undefined)
-        ctx.addIssue({
-          code: 'custom',
-          path: ['classes', i, 'maxSizeSeconds'],
-          message: 'size thresholds only apply with classifyBy: size',
-        });
       // Unknown teams fall into the last class; every other class must name its teams.
       if (q.classifyBy === 'team' && i < q.classes.length - 1 && (c.teams ?? []).length === 0)
         ctx.addIssue({
           code: 'custom',
           path: ['classes', i, 'teams'],
           message:
-            'required with classifyBy: team (only the last class may leave it out: it takes every other team)',
+                        'required with classifyBy: team (only the last class may leave it out: it takes every other team)',
         });
-      (c.teams ?? []).forEach((team, j) => {
-        const owner = teamOwner.get(team);
-        if (owner !== undefined)
-          ctx.addIssue({
-            code: 'custom',
-            path: ['classes', i, 'teams', j],
-            message: `team ${team} is already in class ${owner}`,
-          });
-        teamOwner.set(team, c.id);
-      });
     });
   });
 
