@@ -1,7 +1,7 @@
 import { basename } from 'node:path';
 import type { PriceOverrides } from '../core/catalog.js';
 import { ValidationError } from '../core/validation.js';
-import type { RunRequest } from '../sim/run-request.js';
+import { loadRequestCatalog, loadRequestTrace, networkMatters, type RunRequest } from '../sim/run-request.js';
 import { catalogName, earlierPeaksByCatalog, referenceKey, runCatalog } from './arm-catalogs.js';
 import type { ArmBuild } from './arms-flags.js';
 import type { Arm } from './arms-report.js';
@@ -50,12 +50,9 @@ const SEEDED_TRACE_FORMATS: ReadonlySet<string> = new Set(['alibaba', 'synthetic
 
 /** Whether the run's `--seed` changes it: the generated trace, the spot market, or the simulated network (run-request.ts). */
 export function seedVariesRun(request: RunRequest): boolean {
-  return (
-    SEEDED_TRACE_FORMATS.has(request.trace.format) ||
-    request.spot !== undefined ||
-    request.network !== undefined ||
-    (request.trace.latencySensitiveShare ?? 0) > 0
-  );
+  if (SEEDED_TRACE_FORMATS.has(request.trace.format) || request.spot !== undefined) return true;
+  // A file trace is read as it is, but a network its jobs declare is drawn from the seed (a small file to read).
+  return networkMatters(request, loadRequestTrace(request, loadRequestCatalog(request)));
 }
 
 const seedArgs = (seed: number): string[] => ['--seed', String(seed)];
@@ -156,7 +153,7 @@ export async function planArms(input: ArmsInput, planRun: PlanRun): Promise<Arms
     throw new ValidationError('--common', [
       `every seed of --seeds ${seeds.join(',')} would be the same run: the seed changes neither the trace ` +
         `(${checked[0]?.trace.format ?? 'this'} traces are fixed; alibaba, synthetic and success are generated from it) ` +
-        'nor anything else of these runs (--spot on, --latency-config, --latency-sensitive are seeded): ' +
+        'nor anything else of these runs (--spot on, --latency-config, --latency-sensitive and jobs declaring a network are seeded): ' +
         'use a generated trace or give a single seed',
     ]);
   if (peaksFrom !== undefined && capShare === null)

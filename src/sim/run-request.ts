@@ -225,13 +225,21 @@ function runNetwork(
   catalog: Catalog,
   trace: Trace,
 ): { readonly config: NetworkConfig; readonly seed: number } | undefined {
-  const matters =
-    request.network !== undefined ||
-    (request.trace.latencySensitiveShare ?? 0) > 0 ||
-    trace.jobs.some((j) => j.network !== undefined);
-  return matters
+  return networkMatters(request, trace)
     ? { config: requestNetworkConfig(request, catalog), seed: request.trace.seed ?? 0 }
     : undefined;
+}
+
+/**
+ * Whether a run simulates the network, drawing its noise from `--seed`: a latency config, latency-sensitive jobs
+ * marked, or a job of the trace declaring its network.
+ */
+export function networkMatters(request: Pick<RunRequest, 'network' | 'trace'>, trace: Trace): boolean {
+  return (
+    request.network !== undefined ||
+    (request.trace.latencySensitiveShare ?? 0) > 0 ||
+    trace.jobs.some((j) => j.network !== undefined)
+  );
 }
 
 /** The request's scheduler, with its Eva tunables and the plan-level caps it keeps its plans under. */

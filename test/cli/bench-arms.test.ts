@@ -484,5 +484,7 @@ describe('bench arms input', () => {
     expect(seedVariesRun(request('--format eva --jobs 5 --scheduler eva'))).toBe(false);
     // The bundled Eva trace is fixed, but the spot market's reclaims are drawn from the seed.
     expect(seedVariesRun(request('--format eva --jobs 5 --scheduler eva --spot on'))).toBe(true);
+    // A fixed trace whose jobs declare a network (the bundled memcached load test does) draws its noise from the seed.
+    expect(seedVariesRun(request('--trace examples/jobs --format specs --scheduler eva'))).toBe(true);
   });
 });
