@@ -62,7 +62,8 @@ describe('reconciler: plans into intents into effects', () => {
     });
     const applied = reconciler.applyPlan(plan, diff);
     expect(applied.launched.get('new-1')).toBe('inst-2');
-    expect(r.store.getJob(a.id)).toMatchObject({ state: 'migrating', migrations: 1 });
+    // The move counts once its task is reported stopped off inst-1, not when it is planned.
+    expect(r.store.getJob(a.id)).toMatchObject({ state: 'migrating', migrations: 0 });
     expect(r.store.getTask(`${a.id}.0`)).toMatchObject({ state: 'checkpointing', instanceId: 'inst-1' });
     expect(r.store.getTask(`${b.id}.0`)).toMatchObject({ state: 'starting', instanceId: 'inst-1' });
     expect(r.store.getRound(applied.round)?.configuration.instances.map((i) => i.id)).toEqual([
@@ -83,6 +84,7 @@ describe('reconciler: plans into intents into effects', () => {
     control.calls.length = 0;
     await reconciler.progress();
     expect(control.calls).toEqual([`stop ${a.id}.0 on inst-1 (checkpoint): pending`]);
+    expect(r.store.getJob(a.id)?.migrations).toBe(0);
     expect(r.store.getInstance('inst-2')?.state).toBe('running');
     expect(r.store.getTask(`${b.id}.0`)?.state).toBe('starting');
 

@@ -71,7 +71,7 @@ export class ControllerMetrics implements BackupMetrics, JobArchiveMetrics {
   });
   private readonly migrations = new Counter({
     name: 'fleetwise_migrations_total',
-    help: 'Jobs moved or returned to the queue (their tasks checkpointed and stopped), counted as the first task stops',
+    help: 'Jobs moved or returned to the queue (their tasks checkpointed and stopped), counted as the first task that leaves its instance stops',
     registers: [this.registry],
   });
   private readonly capsHit = new Counter({

@@ -50,8 +50,8 @@ export interface ReconcilerDeps {
   /** A job reached a final state (its cost report is due) or the fleet changed enough to plan again. */
   readonly onJobEnded?: (job: JobRecord) => void;
   /**
-   * A move or a return to the queue began, once recorded: the job's first task was told to checkpoint and stop (as
-   * the round's plan is applied, or when a make-before-break move's wait is over or called off).
+   * A move or a return to the queue counted, once per move: the first of the job's tasks that leaves its instance was
+   * reported stopped (a task restarted on its own instance, or whose instance is gone, moved nothing).
    */
   readonly onMoveBegun?: (jobId: string) => void;
   /**

@@ -46,9 +46,12 @@ function moveJob(ctx: ReconcileContext, job: JobRecord, target: JobState, reason
 }
 
 /**
- * Where a move that waited for its new instances (make before break) is kept from its first stop going out until a
- * worker reports one of its tasks stopped (effects/tasks.ts performStops): the job's `migrations` when the stop went,
- * so that a move counted since (plan-intents.ts) is not counted twice.
+ * Where a job's move (or return to the queue) is kept to count, from the plan that begins it (plan-intents.ts) until a
+ * worker reports stopped a task of it that leaves its instance (effects/tasks.ts performStops): the job's
+ * `migrations` when it began, so that the move counts once. A move counts exactly when a task changes instance, as in
+ * both simulator runtimes: a stop whose task restarts where it stopped (the survivors of a host lost under a
+ * multi-task job, restarted in place beside their lost siblings' replacements) moves nothing, nor does one whose
+ * instance is gone or whose task ended first.
  */
 export const moveToCountKey = (jobId: string): string => `reconcile.move.${jobId}.uncounted`;
 

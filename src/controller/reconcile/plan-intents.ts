@@ -10,7 +10,7 @@ import {
   type TaskRecord,
 } from '../state-store.js';
 import type { ReconcileContext } from './context.js';
-import { settleJob } from './jobs.js';
+import { moveToCountKey, settleJob } from './jobs.js';
 import { makesBeforeBreak } from '../../round/gates.js';
 
 /**
@@ -34,8 +34,6 @@ export interface AppliedPlan {
  * commit leaves no trace (the next round plans again), after it every effect is recorded as pending.
  */
 export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: ConfigurationDiff): AppliedPlan {
-  // Jobs whose move (or return to the queue) begins with this plan: counted in the transaction, told once committed.
-  const movesBegun: string[] = [];
   const applied = ctx.store.transaction(() => {
     const launched = new Map<string, string>();
     for (const action of diff.actions)
@@ -103,12 +101,13 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
                 data: { round },
               });
             ctx.store.setJobState(job.id, 'migrating', later ? `${why}: ${WORKS_ON_UNTIL_READY}` : why);
-            // A move that waits counts when its first task stops (performStops): it is dropped if the job ends first.
-            if (!later) {
-              ctx.store.countMigration(job.id);
-              movesBegun.push(job.id);
-            }
           }
+          // The move (or return to the queue) counts once a worker reports stopped a task of it that leaves its
+          // instance (performStops): a restart in place moves nothing, nor does a stop whose instance is gone, and a
+          // move dropped because its job ended counts nothing. A job that lost a host (queued, its survivors still
+          // running) moves when the plan restarts it: it counts only if a survivor goes elsewhere.
+          if (job.state === 'running' || (job.state === 'queued' && action.then === 'move'))
+            ctx.store.setValue(moveToCountKey(job.id), job.migrations);
           touchedJobs.add(action.jobId);
           break;
         }
@@ -145,7 +144,6 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
     ctx.fault('round:planned', `round ${round}`);
     return { round, launched, configuration };
   });
-  for (const jobId of movesBegun) ctx.deps.onMoveBegun?.(jobId);
   ctx.fault('round:committed', `round ${applied.round}`);
   return applied;
 }

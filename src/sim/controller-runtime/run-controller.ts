@@ -44,7 +44,9 @@ import { VirtualClock } from './virtual-clock.js';
  *   launch a cap held back may go out then) wake the loop at once, as the engine carries out gated commands right
  *   after each event; between them the loop polls every `pollSeconds`;
  * - before each round the workers report progress (completed iterations) and a current checkpoint for every placed
- *   task (the engine's tasks checkpoint when killed, so a move loses no work).
+ *   task (the engine's tasks checkpoint when killed, so a move loses no work);
+ * - the rounds a run reports are those planned while a job of the trace was unfinished: once the last one ends, the
+ *   engine's next round drains the fleet without asking the scheduler, where the controller plans that drain.
  * Cost, peak and series come from the FleetMeter fed by the simulated cloud's billing, JCT from the world's jobs.
  *
  * With `spot`, the simulated cloud sells the catalog's spot pools and its market (simulated-spot-market.ts) takes spot
@@ -179,6 +181,9 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
     spotMarket.start();
   }
   const store = new MemoryStateStore({ nowSeconds: () => clock.nowSeconds(), storeId: 'sim' });
+  let completions = 0;
+  /** The newest round recorded while a job was unfinished; a later one drains the fleet, unplanned in the engine. */
+  let lastWorkingRound = Number.POSITIVE_INFINITY;
   const workers = new SimulatedWorkers({
     clock,
     timeline,
@@ -186,15 +191,19 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
     groundTruth: o.groundTruth,
     allocate: (d, sign) => meter.allocate(d, sign),
     countMigration: () => meter.countMigration(),
+    nextInstanceOf: (taskId) => nextStartOf(store, taskId),
     onReport: () => (reported = true),
     ...(o.coStart === true ? { holdStarts: { store } } : {}),
-    log: (kind, task, job) =>
+    log: (kind, task, job) => {
+      if (kind === 'completion' && ++completions === jobs.length)
+        lastWorkingRound = store.listRounds(1)[0]?.round ?? 0;
       o.onEvent?.({
         timeSeconds: clock.nowSeconds(),
         kind,
         jobId: job.spec.id,
         ...(task === undefined ? {} : { taskId: task.id }),
-      }),
+      });
+    },
   });
   const errors: string[] = [];
   /** Rounds whose plan broke a cap and was not carried out, and the last breach (the engine's capRefusedRounds). */
@@ -412,7 +421,17 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
   o.inspectStore?.(store);
   if (finishedNow() < jobs.length)
     throw new Error(`controller simulation stopped with ${jobs.length - finishedNow()} jobs unfinished`);
-  const run = result(o, jobs, meter, ledger, store, cloud, workers, (performance.now() - startedMs) / 1000);
+  const run = result(
+    o,
+    jobs,
+    meter,
+    ledger,
+    store,
+    lastWorkingRound,
+    cloud,
+    workers,
+    (performance.now() - startedMs) / 1000,
+  );
   if (spotMarket === undefined) return run;
   return {
     ...run,
@@ -431,12 +450,13 @@ function result(
   meter: FleetMeter,
   ledger: CostLedger,
   store: MemoryStateStore,
+  lastWorkingRound: number,
   cloud: SimulatedCloud,
   workers: SimulatedWorkers,
   wallSeconds: number,
 ): RunResult {
   const outcomes: JobOutcome[] = jobs.map((j) => jobOutcome(j, undefined));
-  const rounds = store.listRounds();
+  const rounds = store.listRounds().filter((r) => r.round <= lastWorkingRound);
   const summary = summarize(
     {
       scheduler: o.name ?? o.scheduler.name,
@@ -496,4 +516,11 @@ function onGrid(t: number, first: number, period: number): boolean {
 
 function spotZonesOf(catalog: Catalog): string[] {
   return [...new Set((catalog.spot?.offerings ?? []).map((p) => p.zone))].sort();
+}
+
+/** The controller's instance id where the task starts next (its pending start-task intent), if anywhere. */
+function nextStartOf(store: MemoryStateStore, taskId: string): string | undefined {
+  for (const intent of store.listIntents({ states: ['pending'], kind: 'start-task' }))
+    if (intent.kind === 'start-task' && intent.payload.taskId === taskId) return intent.payload.instanceId;
+  return undefined;
 }

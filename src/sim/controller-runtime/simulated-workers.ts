@@ -53,6 +53,11 @@ export interface SimulatedWorkersOptions {
   /** A task starts (+1) or stops (−1) holding `demand` of an instance (FleetMeter.allocate). */
   readonly allocate?: ((demand: Resources, sign: 1 | -1) => void) | undefined;
   readonly countMigration?: (() => void) | undefined;
+  /**
+   * The controller's instance id where a task it checkpoint-stops starts next (its pending start), if anywhere: a task
+   * restarted on the instance it stopped on moves nothing, so its stop counts no migration. Absent: every stop leaves.
+   */
+  readonly nextInstanceOf?: ((taskId: string) => string | undefined) | undefined;
   /** Every lifecycle step of a task or job (the engine's SimLogKind names), for tests and debugging. */
   readonly log?: ((kind: SimLogKind, task: SimTask | undefined, job: SimJob) => void) | undefined;
   /** Something happened the controller acts on (a checkpoint uploaded, a job finished), as a worker would report it. */
@@ -93,6 +98,8 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
   private readonly dirtyHosts = new Set<Host>();
   private readonly dirtyJobs = new Set<SimJob>();
   private readonly held = new Map<SimTask, HeldTask>();
+  /** Jobs whose current move (its tasks' checkpoint-stops under way) is counted already. */
+  private readonly movesCounted = new WeakSet<SimJob>();
   /** Submitted jobs the controller has not placed yet (their wait to be placed is measured when it does). */
   private readonly unplaced = new Set<SimJob>();
   /** Start skew and barrier-idle cost of the multi-task starts, measured on the simulated world as the engine does. */
@@ -239,15 +246,23 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
       this.release(task);
       return Promise.resolve('stopped');
     }
-    this.checkpointStop(task);
+    this.checkpointStop(task, this.o.nextInstanceOf?.(request.task.id) !== request.instance.id);
     return Promise.resolve('pending');
   }
 
-  /** Checkpoint the task and stop it: it runs on through the kill, then uploads, then frees its room. */
-  private checkpointStop(task: SimTask): void {
+  /**
+   * Checkpoint the task and stop it: it runs on through the kill, then uploads, then frees its room. `leaves`: it
+   * does not restart on this instance.
+   */
+  private checkpointStop(task: SimTask, leaves: boolean): void {
     const job = task.job;
-    // A move or a return to the queue counts once per job (engine: one migration per job and round).
-    if (!job.tasks.some((t) => t.state === 'killing' || t.state === 'uploading')) {
+    // A move or a return to the queue counts once per job (engine: one migration per job and round), at the first stop
+    // of a task leaving its instance: the survivors of a lost host restarted in place beside their lost siblings'
+    // replacements moved nothing (the engine restarts such a job from the queue, counting nothing).
+    if (!job.tasks.some((t) => t.state === 'killing' || t.state === 'uploading'))
+      this.movesCounted.delete(job);
+    if (leaves && !this.movesCounted.has(job)) {
+      this.movesCounted.add(job);
       job.migrations += 1;
       this.o.countMigration?.();
     }
@@ -264,8 +279,9 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
   evacuate(cloudId: string): void {
     const host = this.hosts.get(cloudId);
     if (host === undefined) return;
+    // The host is going: every task leaves it.
     for (const task of [...host.occupants]) {
-      if (task.state === 'running') this.checkpointStop(task);
+      if (task.state === 'running') this.checkpointStop(task, true);
       else if (task.state === 'launching') {
         this.held.delete(task);
         task.state = 'stopped';

@@ -5,7 +5,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parseSimulateArgs } from '../../../src/cli/commands/simulate.js';
 import { simulationPlan } from '../../../src/cli/commands/simulate-plan.js';
 import { loadCatalogFile } from '../../../src/cloud/catalog-file.js';
-import type { Configuration, Scheduler } from '../../../src/scheduler/types.js';
+import type { Configuration, Plan, Scheduler } from '../../../src/scheduler/types.js';
+import { NoPackingScheduler } from '../../../src/scheduler/baselines/no-packing.js';
 import { createScheduler } from '../../../src/scheduler/registry.js';
 import { executeControllerRun } from '../../../src/sim/controller-runtime/execute.js';
 import { runControllerSimulation } from '../../../src/sim/controller-runtime/run-controller.js';
@@ -117,6 +118,55 @@ describe('the controller runtime report', () => {
     expect(engine.summary.valueOfTimePerJobHour).toBe(3);
     expect(controller.summary.valueOfTimePerJobHour).toBe(3);
     expect(controller.summary.totalCost).toBeCloseTo(engine.summary.totalCost, 6);
+  });
+});
+
+describe('the rounds both runtimes count', () => {
+  /** No-Packing's placements; its first plan recorded as a Full Reconfiguration, every later one as partial. */
+  class FirstFullScheduler extends NoPackingScheduler {
+    private plans = 0;
+
+    override plan(snapshot: ClusterSnapshot): Plan {
+      const plan = super.plan(snapshot);
+      const chosen = this.plans++ === 0 ? 'full' : 'partial';
+      return { ...plan, decision: { ...plan.decision, chosen } };
+    }
+  }
+
+  it('are those planned while a job was unfinished, so fullReconfigFraction agrees', async () => {
+    // `a` progresses 72–1072; its instance is dropped at 1200 (a round with no job), then nothing runs until `b`
+    // arrives at 2000, planned at 2100, progressing 2172–3172. Rounds at 0, 300, 600, 900, 1200, 2100, 2400, 2700
+    // and 3000; the one at 3300 only drains the fleet.
+    const handTrace = trace(
+      traceJob('a', { arrivalSeconds: 0, iterations: 1000 }),
+      traceJob('b', { arrivalSeconds: 2000, iterations: 1000 }),
+    );
+    const options = () => ({
+      trace: handTrace,
+      scheduler: new FirstFullScheduler(catalog),
+      catalog,
+      groundTruth,
+    });
+    const engine = runSimulation(options());
+    let recorded = 0;
+    const controller = await runControllerSimulation({
+      ...options(),
+      inspectStore: (store) => (recorded = store.listRounds().length),
+    });
+    expect(controller.jobs.map((j) => [j.startSeconds, j.endSeconds])).toEqual([
+      [72, 1072],
+      [2172, 3172],
+    ]);
+    expect(engine.jobs.map((j) => [j.startSeconds, j.endSeconds])).toEqual([
+      [72, 1072],
+      [2172, 3172],
+    ]);
+    // One Full Reconfiguration: the fraction is one over the rounds counted.
+    expect(1 / engine.summary.fullReconfigFraction).toBe(9);
+    expect(1 / controller.summary.fullReconfigFraction).toBe(9);
+    // The controller did plan the drain at 3300 (it has no other way to end its fleet); it is not counted.
+    expect(recorded).toBe(10);
+    expect(controller.summary.totalCost).toBeCloseTo(engine.summary.totalCost, 9);
   });
 });
 

@@ -60,20 +60,8 @@ export function stopTasksOfEndedJobs(ctx: ReconcileContext): void {
 }
 
 /**
- * Whether stopping this running task begins its job's move: the job goes on, and every other task of it still runs
- * (or has finished its part). Its siblings' stops, in this pass or a later one, are part of the same move.
- */
-function beginsMove(ctx: ReconcileContext, task: TaskRecord): boolean {
-  const job = ctx.store.getJob(task.jobId);
-  if (job === undefined || isFinalJobState(job.state)) return false;
-  return ctx.store
-    .listTasks({ jobId: task.jobId })
-    .every((t) => t.id === task.id || t.state === 'running' || t.state === 'succeeded');
-}
-
-/**
- * A stop in the job's move kept to count (`moveToCountKey`) came back with its task stopped: the move counts now,
- * once. Answers whether it did.
+ * A stop in the job's move kept to count (`moveToCountKey`) came back with its task stopped off the instance it
+ * leaves: the move counts now, once. Answers whether it did.
  */
 function countMoveStopped(ctx: ReconcileContext, jobId: string): boolean {
   const kept = ctx.store.getValue(moveToCountKey(jobId));
@@ -108,9 +96,8 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
     ) {
       ctx.store.transaction(() => {
         ctx.store.completeIntent(intent.id); // already off the instance
-        // Its job moved on first (the task succeeded, the job ended): a move kept to count is over, as below.
-        if (task !== undefined && ctx.store.getJob(task.jobId)?.state !== 'migrating')
-          ctx.store.deleteValue(moveToCountKey(task.jobId));
+        // Its job moved on first (the task succeeded, the job ended): a move kept to count may be over, as below.
+        if (task !== undefined) endMoveToCount(ctx, task.jobId);
       });
       continue;
     }
@@ -121,24 +108,21 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
     // Make before break: a moving task still running works on until its job's new instances are ready.
     if (checkpoint && task.state === 'running') {
       if (!noticed.has(task.jobId) && moveStopWait(ctx, task) !== undefined) continue;
-      // The move (or, called off, the return to the queue) happens now. It counts once a worker reports its first
-      // task stopped (a task that ended as the stop reached it moved nothing): kept until then, in the same
-      // transaction (plan-intents.ts counts a move that does not wait).
-      const begins = beginsMove(ctx, task);
-      ctx.store.transaction(() => {
-        if (begins) {
-          const job = ctx.store.getJob(task.jobId) as JobRecord;
-          ctx.store.setValue(moveToCountKey(job.id), job.migrations);
-        }
-        ctx.store.setTaskState(taskId, 'checkpointing');
-      });
+      // The move (or, called off, the return to the queue) happens now; it was kept to count when planned.
+      ctx.store.setTaskState(taskId, 'checkpointing');
     }
     // A task can only be running where the instance ever ran; otherwise there is nothing to stop there.
     const mayRunThere =
       instance.runningAtSeconds !== undefined &&
       (instance.state === 'running' || instance.state === 'draining');
-    // A move kept to count: whether this stop stopped its task, or the task had ended (succeeded, failed) first.
-    const moveToCount = checkpoint && ctx.store.getValue(moveToCountKey(task.jobId)) !== undefined;
+    // A move kept to count counts at a stop that takes its task off this instance for good: restarted here (in place,
+    // beside a replacement for a sibling lost with its host), the task moved nothing.
+    const moveToCount =
+      checkpoint &&
+      mayRunThere &&
+      ctx.store.getValue(moveToCountKey(task.jobId)) !== undefined &&
+      !restartsOn(ctx, taskId, instanceId);
+    // Whether the task had ended (succeeded, failed) as the stop reached it: then the stop moved nothing either.
     let endedFirst = false;
     if (mayRunThere) {
       ctx.fault('stop:before-call', taskId);
@@ -153,15 +137,20 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
     const moved = ctx.store.transaction(() => {
       const counted = moveToCount && !endedFirst && countMoveStopped(ctx, task.jobId);
       stopDone(ctx, intent.id, taskId, instanceId);
-      // Over (every task of it stopped, or its job ended) with none reported stopped: nothing is counted.
-      if (ctx.store.getJob(task.jobId)?.state !== 'migrating')
-        ctx.store.deleteValue(moveToCountKey(task.jobId));
+      // Over (every stop of it done, or its job ended) with none that moved a task: nothing is counted.
+      endMoveToCount(ctx, task.jobId);
       return counted;
     });
     if (moved) ctx.deps.onMoveBegun?.(task.jobId);
     done.push(taskId);
   }
   return done;
+}
+
+/** Whether the task's next start (its pending start intent) is on this instance: a restart in place. */
+function restartsOn(ctx: ReconcileContext, taskId: string, instanceId: string): boolean {
+  const next = ctx.pendingStartsOf(new Set([taskId]))[0];
+  return next?.kind === 'start-task' && next.payload.instanceId === instanceId;
 }
 
 /** The stop is done: its task is off its instance, and starts where its job goes next, if anywhere. */
