@@ -71,8 +71,9 @@ export interface ControllerDeps {
    */
   readonly predict?: PredictFn | PredictionEngine | false | undefined;
   /**
-   * False: the scheduler's learned state is not saved after each round. For a controller that is never started again
-   * on its store (the simulator's runtime), where nothing would read it back and writing it took a seventh of a run.
+   * False: the scheduler's learned state and the admission's queue state are not saved after each round. For a
+   * controller that is never started again on its store (the simulator's runtime), where nothing would read them back
+   * and writing them took a seventh of a run.
    */
   readonly saveSchedulerState?: boolean | undefined;
   /**

@@ -1,7 +1,8 @@
 import type { Catalog } from '../core/catalog.js';
 import type { CloudProvider } from '../cloud/provider.js';
-import { Admission } from '../queue/admission.js';
+import type { Admission } from '../queue/admission.js';
 import { schedulerCaps } from '../round/plan-caps.js';
+import { AdmissionStateKeeper } from './admission-state.js';
 import { BetweenRoundsPlacer } from './between-rounds-placement.js';
 import type { Clock } from './clock.js';
 import type { ControllerDeps } from './controller-deps.js';
@@ -111,12 +112,20 @@ export function buildControllerParts(
     schedulerFor: deps.schedulerFor ?? (deps.scheduler === undefined ? fromRecipe : undefined),
     save: deps.saveSchedulerState ?? true,
   });
-  const admission = new Admission(deps.catalog, {
-    caps: deps.settings.caps,
-    config: deps.settings.queue,
-    admitBy: deps.settings.admitBy,
-    spot: spotMarket,
+  // Built in the state the last controller on this store saved: the classes' lags and counters carry on.
+  const admissionState = new AdmissionStateKeeper({
+    store: deps.store,
+    log,
+    catalog: deps.catalog,
+    settings: {
+      caps: deps.settings.caps,
+      config: deps.settings.queue,
+      admitBy: deps.settings.admitBy,
+      spot: spotMarket,
+    },
+    save: deps.saveSchedulerState ?? true,
   });
+  const admission = admissionState.admission;
   const orphans = new KeptOrphans(clock, log, deps.settings.clusterName);
   // Everything built here reads the catalog through this, so a price refresh (applyCatalog) reaches all of it.
   const catalog = hooks.catalog;
@@ -176,6 +185,7 @@ export function buildControllerParts(
     workers: deps.workers,
     reconciler,
     admission,
+    admissionState,
     schedulerState,
     catalog,
     queueViews,

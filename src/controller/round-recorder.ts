@@ -6,6 +6,7 @@ import type { Action, ConfigurationDiff } from '../scheduler/actions.js';
 import { plannedPricePerHour } from '../scheduler/market-choice.js';
 import type { Configuration, DecisionRecord } from '../scheduler/types.js';
 import { admissionInfo } from './admission-info.js';
+import type { AdmissionStateKeeper } from './admission-state.js';
 import type { Clock } from './clock.js';
 import { instanceBilledPricePerHour } from './instance-market.js';
 import type { SyncSummary } from './reconcile/cloud-sync.js';
@@ -56,6 +57,8 @@ export interface RoundRecorderDeps {
   readonly workers: WorkerFleet | undefined;
   readonly reconciler: Reconciler;
   readonly admission: Admission;
+  /** Saves the admission's state after each round (admission-state.ts). */
+  readonly admissionState: Pick<AdmissionStateKeeper, 'save'>;
   readonly schedulerState: SchedulerState;
   /** The current catalog (a price refresh replaces it). */
   readonly catalog: () => Catalog;
@@ -66,7 +69,8 @@ export interface RoundRecorderDeps {
 /**
  * A scheduling round as the controller records it: the round itself (round/round.ts) on a snapshot of the store, then
  * the plan recorded and turned into intents (reconciler.ts), or recorded unapplied (dry run, a broken cap), the
- * queue views and preemptions written, a prediction run when due, and the scheduler's learned state saved.
+ * queue views and preemptions written, a prediction run when due, and the admission's state and the scheduler's
+ * learned state saved.
  */
 export class RoundRecorder {
   constructor(private readonly deps: RoundRecorderDeps) {}
@@ -98,6 +102,8 @@ export class RoundRecorder {
       // Nothing to plan (only jobs the caps never admit, no instance) is still a world to predict: a job back in the
       // queue that can no longer fit keeps no ETA of the fleet it ran on.
       if (fork !== undefined) this.deps.predictions.afterRound(inputs, fork, now, views);
+      // Admission decided all the same: its lags and counters moved.
+      this.deps.admissionState.save();
       return { actions: [], launched: new Map(), queue, capHoldsJobsBack: outcome.capHoldsJobsBack };
     }
     const { plan, victims, capViolation } = planned;
@@ -109,6 +115,8 @@ export class RoundRecorder {
         : this.apply(planned, reason);
     this.deps.queueViews.record(views, plan.decision, result.notApplied === undefined ? victims : []);
     if (fork !== undefined) this.deps.predictions.afterRound(inputs, fork, now, views);
+    // After the plan is recorded: a saved preemption in progress always has its stop in the store.
+    this.deps.admissionState.save();
     this.deps.schedulerState.save();
     return { ...result, capHoldsJobsBack: outcome.capHoldsJobsBack };
   }
