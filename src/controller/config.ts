@@ -197,7 +197,7 @@ const queueKeysSchema = z.strictObject({
 export const queueSchema = queueKeysSchema
   .transform((v): unknown => v)
   .pipe(wfqConfigSchema)
-    // The WFQ schema checks a class's keys against its classification and a team given twice; a controller config asks
+  // The WFQ schema checks a class's keys against its classification and a team given twice; a controller config asks
   // more of team classes (one problem each, not the schema's and a second wording of it).
   .superRefine((q, ctx) => {
     q.classes.forEach((c, i) => {
@@ -207,7 +207,7 @@ export const queueSchema = queueKeysSchema
           code: 'custom',
           path: ['classes', i, 'teams'],
           message:
-                        'required with classifyBy: team (only the last class may leave it out: it takes every other team)',
+            'required with classifyBy: team (only the last class may leave it out: it takes every other team)',
         });
     });
   });

@@ -163,7 +163,7 @@ describe('controller configuration: caps quotas and the queue section', () => {
       '    - { id: nlp, weight: 1, maxSizeSeconds: 60 }', //           line 7
       '    - { id: rest, weight: 1, teams: [robotics] }', //           line 8
     ]);
-        // One problem each: the WFQ schema's checks are not said a second time in other words.
+    // One problem each: the WFQ schema's checks are not said a second time in other words.
     expect(found).toEqual([
       'queue.classes.1.maxSizeSeconds (line 7): a size threshold: classes are by team here (classifyBy: team); give teams, or classifyBy: size',
       'queue.classes.2.teams.0 (line 8): team robotics is in class vision already: a team belongs to one class',
