@@ -206,7 +206,7 @@ describe('the admission state across controller restarts', () => {
 describe('the stored form of the admission state', () => {
   it('is the same text round after round while no class is owed or owing (a lone class waiting)', () => {
     const at = (atSeconds: number): AdmissionState => ({
-      memory: [['job-1', { sizeSeconds: 600 }]],
+      memory: [],
       shortRounds: undefined,
       preempting: [],
       lag: { atSeconds, classes: [['all', 0, 0]] },
