@@ -16,7 +16,7 @@ import type { ProgressSummary, Reconciler } from './reconciler.js';
 import type { SchedulerState } from './scheduler-state.js';
 import type { ControllerLogger } from './seams.js';
 import type { ControllerSettings } from './settings.js';
-import { buildSnapshot, readSnapshotInputs } from './snapshot.js';
+import { buildSnapshot, liveJobIdsOf, readSnapshotInputs } from './snapshot.js';
 import type { JsonValue, StateStore } from './state-store.js';
 import type { WorkerFleet } from './worker-liveness.js';
 
@@ -90,6 +90,7 @@ export class RoundRecorder {
       scheduler: this.deps.schedulerState.scheduler,
       // Normalized throughputs reported by workers since the last round teach the co-location table.
       observations: this.deps.workers?.takeObservations() ?? [],
+      liveJobIds: liveJobIdsOf(inputs),
       catalog: this.deps.catalog(),
       carriedOut: !this.deps.settings.dryRun,
     });

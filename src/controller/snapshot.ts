@@ -200,6 +200,14 @@ export function readSnapshotInputs(
   };
 }
 
+/**
+ * Every job that has not ended, held ones included: a job left out of the snapshot (pinned off the instances a plan
+ * may use) or out of the plan (held back by admission, preempted) has not finished (PlanContext.liveJobIds).
+ */
+export function liveJobIdsOf(input: SnapshotInputs): string[] {
+  return [...input.jobs, ...(input.heldJobs ?? [])].filter((j) => !isFinalJobState(j.state)).map((j) => j.id);
+}
+
 /** A field of an event's data, when the data is an object. */
 function dataField(data: unknown, field: string): unknown {
   return typeof data === 'object' && data !== null && !Array.isArray(data)

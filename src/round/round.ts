@@ -34,6 +34,11 @@ export interface RoundInput {
   readonly scheduler: Scheduler;
   /** Normalized throughputs observed since the last round (they teach the co-location table). */
   readonly observations: readonly ThroughputObservation[];
+  /**
+   * Every job the runtime has that has not ended, in the snapshot or not (PlanContext.liveJobIds): a job out of the
+   * plan for now (held back, preempted, bound for no instance) has not finished. Absent: the snapshot's jobs.
+   */
+  readonly liveJobIds?: readonly string[] | undefined;
   readonly catalog: Catalog;
   /**
    * Copy the admission and the scheduler before this round touches them, for a completion-time prediction that
@@ -92,7 +97,9 @@ export function runRound(input: RoundInput): RoundOutcome {
   // The scheduler learns whether caps hold jobs back: its slowdown budget must not price time up then (Eva). It learns
   // from the fleet as it ran, victims included: their tasks were beside the others when those were measured.
   scheduler.observe(holdsBack ? { ...admitted, capHoldsJobsBack: true } : admitted, input.observations);
-  const plan = withQueueWaits(scheduler.plan(withoutVictims), queue, admission.caps);
+  // Jobs admission holds back and victims are out of the planned snapshot, not ended (Eva's event rate counts endings).
+  const liveJobIds = input.liveJobIds ?? input.snapshot.jobs.map((j) => j.id);
+  const plan = withQueueWaits(scheduler.plan(withoutVictims, { liveJobIds }), queue, admission.caps);
   const diff = diffConfiguration(admitted, plan.configuration, input.catalog, { scheduler: scheduler.name });
   const capViolation = planCapViolation(plan.configuration, diff, input.catalog, admission.caps);
   if (input.carriedOut && capViolation === undefined) {

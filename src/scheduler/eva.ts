@@ -9,7 +9,7 @@ import {
 } from '../core/model.js';
 import { ColocationTable, type SerializedColocationTable } from './colocation-table.js';
 import { SlowdownBudget, type SlowdownBudgetState } from './slowdown-budget.js';
-import { EventHistory, horizonSeconds } from './decision-rule.js';
+import { JobEvents, type JobEventsState } from './eva-events.js';
 import { candidateEvaluator, generateCandidates, slowJobsDue, type EvaVariant } from './eva-candidates.js';
 import { chooseCandidate } from './eva-choice.js';
 import { cutToCaps } from './eva-cap-cut.js';
@@ -32,7 +32,7 @@ import {
   type LatencyOptions,
   type ResolvedLatencyOptions,
 } from './latency-view.js';
-import type { Plan, Scheduler, ThroughputObservation } from './types.js';
+import type { Plan, PlanContext, Scheduler, ThroughputObservation } from './types.js';
 import { typeFitsQuotas } from '../core/quota-groups.js';
 
 export type { EvaVariant } from './eva-candidates.js';
@@ -187,8 +187,8 @@ export class EvaScheduler implements Scheduler {
   private readonly variant: EvaVariant;
   private readonly caps: Caps;
   private readonly exact: ExactCandidateOptions | undefined;
-  private history = new EventHistory();
-  private knownJobs = new Set<string>();
+  /** Arrivals, completions and Full Reconfigurations: the horizon T (eva-events.ts). */
+  private events = JobEvents.empty();
   private previous: { fingerprint: string; plan: Plan } | undefined;
   private readonly consolidation: ConsolidationCandidate | undefined;
   /** The price of a task that set values and move costs use (EvaOptions.reservationPrice). */
@@ -352,17 +352,13 @@ export class EvaScheduler implements Scheduler {
     });
   }
 
-  plan(snapshot: ClusterSnapshot): Plan {
+  plan(snapshot: ClusterSnapshot, context?: PlanContext): Plan {
     const now = snapshot.nowSeconds;
-    this.trackEvents(snapshot);
+    this.events.track(snapshot, context?.liveJobIds);
     this.rebalanceRisk.observe(snapshot);
     const view = this.latencyView(snapshot);
     if (this.latency !== undefined) this.slowJobs.update(snapshot, view, this.latency.migrationThreshold);
-    const horizon = horizonSeconds(
-      this.history.eventRatePerSecond,
-      this.history.fullFraction,
-      this.elapsed(now),
-    );
+    const horizon = this.events.horizonSeconds(now);
     const round = this.roundInput(snapshot, view, horizon);
     const fingerprint = this.fingerprint(snapshot, round.pinnedTaskIds, horizon, view);
     const previous = this.previous;
@@ -376,15 +372,10 @@ export class EvaScheduler implements Scheduler {
       this.choose(this.roundInput(fewer, this.latencyView(fewer), horizon), horizon),
     );
     const plan = chosen.plan;
-    if (chosen.full) this.history.recordFull();
+    if (chosen.full) this.events.recordFull();
     // The fingerprint after the choice: a Full Reconfiguration changes p, hence T, so the next round re-plans.
     this.previous = {
-      fingerprint: this.fingerprint(
-        snapshot,
-        round.pinnedTaskIds,
-        horizonSeconds(this.history.eventRatePerSecond, this.history.fullFraction, this.elapsed(now)),
-        view,
-      ),
+      fingerprint: this.fingerprint(snapshot, round.pinnedTaskIds, this.events.horizonSeconds(now), view),
       plan,
     };
     this.rebalanceRisk.notePlan(plan.configuration);
@@ -477,8 +468,8 @@ export class EvaScheduler implements Scheduler {
       prices: this.packedPrices ? 'packed' : 'standalone',
       packingEfficiency: this.packingEfficiency,
       valueOfTime: this.valueOfTime,
-      eventRatePerSecond: this.history.eventRatePerSecond,
-      fullFraction: this.history.fullFraction,
+      eventRatePerSecond: this.events.eventRatePerSecond,
+      fullFraction: this.events.fullFraction,
     });
     return { plan, full: chosen.summary.name === 'full' || chosen.summary.name === 'full-standalone' };
   }
@@ -517,11 +508,6 @@ export class EvaScheduler implements Scheduler {
     return current.performance * w + current.byDomain * (1 - w);
   }
 
-  /** Seconds since the first job event: the bootstrap horizon (reference: the simulation's clock). */
-  private elapsed(now: number): number {
-    return now - (this.history.firstEventSeconds ?? now);
-  }
-
   /** The round's inputs as a string (eva-plan-reuse.ts): an unchanged one reuses the last plan. */
   private fingerprint(
     snapshot: ClusterSnapshot,
@@ -558,10 +544,8 @@ export class EvaScheduler implements Scheduler {
   }
 
   /** Scheduler state to persist across controller restarts. */
-  exportState(): {
+  exportState(): JobEventsState & {
     table: SerializedColocationTable;
-    history: ReturnType<EventHistory['toJSON']>;
-    knownJobs: string[];
     /** Each slow latency-sensitive job's rounds and since when (absent in state saved before latency-aware placement). */
     slowJobs?: [string, number, number][];
     /** What the slowdown budget learned (an 'auto' value of time only). */
@@ -571,8 +555,7 @@ export class EvaScheduler implements Scheduler {
   } {
     return {
       table: this.learnedColocation(),
-      history: this.history.toJSON(),
-      knownJobs: [...this.knownJobs],
+      ...this.events.toJSON(),
       slowJobs: this.slowJobs.toJSON(),
       ...(this.slowdownBudget === undefined ? {} : { slowdownBudget: this.slowdownBudget.toJSON() }),
       rebalanceRisk: this.rebalanceRisk.toJSON(),
@@ -581,21 +564,10 @@ export class EvaScheduler implements Scheduler {
 
   importState(state: ReturnType<EvaScheduler['exportState']>): void {
     this.table = ColocationTable.fromJSON(state.table);
-    this.history = EventHistory.fromJSON(state.history);
-    this.knownJobs = new Set(state.knownJobs);
+    this.events = JobEvents.fromJSON(state);
     this.slowJobs = SlowJobTracker.fromJSON(state.slowJobs);
     this.rebalanceRisk = RebalanceRiskTracker.fromJSON(state.rebalanceRisk);
     if (this.slowdownBudget !== undefined)
       this.slowdownBudget = SlowdownBudget.fromJSON(this.slowdownBudget.target, state.slowdownBudget);
-  }
-
-  /** Arrivals and completions feed λ (reference `update_event_arrival_times`). */
-  private trackEvents(snapshot: ClusterSnapshot): void {
-    const present = new Set(snapshot.jobs.map((j) => j.id));
-    const events: number[] = [];
-    for (const j of snapshot.jobs) if (!this.knownJobs.has(j.id)) events.push(j.arrivalSeconds);
-    for (const id of this.knownJobs) if (!present.has(id)) events.push(snapshot.nowSeconds);
-    this.history.addEvents(events);
-    this.knownJobs = present;
   }
 }

@@ -112,6 +112,17 @@ export interface ThroughputObservation {
   readonly normalizedThroughput: number;
 }
 
+/** What a runtime tells a scheduler's plan beside the snapshot. */
+export interface PlanContext {
+  /**
+   * Every job the runtime has that has not ended (queued, held, running, or left out of the snapshot for now), by id.
+   * A job leaves the snapshot without finishing (admission holds it back, a preemption sends it back to the queue, it
+   * is bound for no instance): what it is not in has ended. Absent: the runtime does not say, and a job missing from
+   * the snapshot is taken as ended.
+   */
+  readonly liveJobIds?: readonly string[] | undefined;
+}
+
 /**
  * Every policy (Eva, its ablations, the baselines) implements this, so the simulator and the controller drive
  * them alike. A scheduler may keep state between rounds (the co-location table, event history) but does no I/O.
@@ -120,7 +131,7 @@ export interface Scheduler {
   readonly name: string;
   /** Throughputs observed since the last round, with the snapshot they were observed under. */
   observe(snapshot: ClusterSnapshot, observations: readonly ThroughputObservation[]): void;
-  plan(snapshot: ClusterSnapshot): Plan;
+  plan(snapshot: ClusterSnapshot, context?: PlanContext): Plan;
   /**
    * An independent copy with the same options and learned state, for completion-time predictions (PCS §4: the
    * same scheduler run forward in virtual time). Schedulers without state between rounds may omit it: they are

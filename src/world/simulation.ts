@@ -341,6 +341,8 @@ export class Simulation {
         admission: this.admission,
         scheduler: this.scheduler,
         observations: observeThroughputs(this.state.liveJobs.values()),
+        // Queued, held and hidden jobs too: out of the snapshot is not finished (the scheduler counts endings).
+        liveJobIds: [...this.state.liveJobs.keys(), ...this.state.heldJobs.keys()],
         catalog: this.catalog,
         forkForPrediction: fresh.length > 0,
         carriedOut: true,
