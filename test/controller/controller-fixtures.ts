@@ -397,7 +397,11 @@ export class ScriptedExits implements TaskControl {
 export function reconcilerFor(
   r: Rig,
   control: TaskControl,
-  o: { readonly faults?: FaultInjector; readonly settings?: Partial<ReconcilerSettings> } = {},
+  o: {
+    readonly faults?: FaultInjector;
+    readonly settings?: Partial<ReconcilerSettings>;
+    readonly onMoveBegun?: (jobId: string) => void;
+  } = {},
 ): Reconciler {
   return new Reconciler({
     store: r.store,
@@ -406,6 +410,7 @@ export function reconcilerFor(
     tasks: control,
     clock: r.clock,
     faults: o.faults,
+    onMoveBegun: o.onMoveBegun,
     settings: {
       clusterName: BASE_SETTINGS.clusterName,
       orphanPolicy: 'adopt',

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Reconciler } from '../../src/controller/reconciler.js';
+import type { Reconciler } from '../../src/controller/reconciler.js';
 import type {
   TaskControl,
   TaskStartRequest,
@@ -7,15 +7,7 @@ import type {
   TaskStopRequest,
 } from '../../src/controller/seams.js';
 import type { TaskRecord } from '../../src/controller/state-store.js';
-import {
-  BASE_SETTINGS,
-  catalog,
-  CPU_SMALL,
-  handPlan,
-  jobSpec,
-  rig,
-  type Rig,
-} from './controller-fixtures.js';
+import { CPU_SMALL, handPlan, jobSpec, reconcilerFor, rig, type Rig } from './controller-fixtures.js';
 
 /**
  * A job's move counts (its `migrations`, and fleetwise_migrations_total through `onMoveBegun`) exactly when a task of
@@ -68,23 +60,9 @@ async function gangOnTwoHosts(makeBeforeBreak: boolean): Promise<GangOnTwoHosts>
   expect(host0).not.toBe(host1);
   expect(r.store.getJob(gang.id)).toMatchObject({ state: 'running', migrations: 0 });
   const metric: string[] = [];
-  const reconciler = new Reconciler({
-    store: r.store,
-    catalog: () => catalog,
-    provider: r.cloud,
-    tasks: control,
-    clock: r.clock,
+  const reconciler = reconcilerFor(r, control, {
+    settings: { makeBeforeBreak },
     onMoveBegun: (jobId) => metric.push(jobId),
-    settings: {
-      clusterName: BASE_SETTINGS.clusterName,
-      orphanPolicy: 'adopt',
-      vanishGraceSeconds: 60,
-      registrationTimeoutSeconds: 600,
-      registrationBackoffBaseSeconds: 60,
-      registrationBackoffMaxSeconds: 3600,
-      caps: {},
-      makeBeforeBreak,
-    },
   });
   control.calls.length = 0;
   return { r, control, reconciler, jobId: gang.id, t0, t1, host0, host1, metric };
