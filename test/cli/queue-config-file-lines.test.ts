@@ -86,6 +86,12 @@ describe('a --queue-config file with a queue: section', () => {
       refused(['queue:', '  classes: [{ id: a, weight: 1 }]', 'queue:', '  classes: [{ id: b, weight: 1 }]']),
     ).toEqual(['not valid YAML: the key "queue" is given more than once, again at line 3, column 1']);
   });
+
+  it('names a misspelled queue: key as such, not as a bare config missing its classes', () => {
+    const problems = refused(['queu:', '  classes: [{ id: all, weight: 1 }]']);
+    expect(problems).toContain('queu (line 1): unknown field, did you mean queue?');
+    expect(problems.some((p) => p.startsWith('classes'))).toBe(false);
+  });
 });
 
 describe('a bare --queue-config file (the queue section alone)', () => {

@@ -33,6 +33,7 @@ import {
 } from '../../controller/config.js';
 import { fieldsAt, parseFileWith, parseWithLines } from '../../controller/settings-file-fields.js';
 import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../../core/model.js';
+import { nearestKey } from '../../core/strict-object.js';
 
 /** Flag parsing shared by `simulate` and `tune` (commander hands over strings; zod checks them). */
 
@@ -321,6 +322,20 @@ function controllerSettingNote(path: readonly (string | number)[], key: string):
  * names the file, the field and its line, an unknown key the field it likely meant; any other section is refused, not
  * ignored (a whole controller config goes in `--config`).
  */
+/** The keys of a bare WFQ config (`queue:`'s fields). */
+const BARE_QUEUE_KEYS: readonly string[] = ['classifyBy', 'classes', 'preemption', 'ordering'];
+
+/**
+ * A top-level key that makes the file the `queue:` form: `queue` itself, or a misspelling of it (`queu:`), read in
+ * that form so its problem is named as such rather than as a bare config missing its classes.
+ */
+function meansQueueSection(key: string): boolean {
+  return (
+    key === 'queue' ||
+    (!BARE_QUEUE_KEYS.includes(key) && nearestKey(key, ['queue', ...BARE_QUEUE_KEYS]) === 'queue')
+  );
+}
+
 export function readQueueConfigFile(path: string): QueueConfigFile {
   let text: string;
   try {
@@ -330,7 +345,7 @@ export function readQueueConfigFile(path: string): QueueConfigFile {
   }
   const file = parseWithLines(path, text);
   const { value } = file;
-  if (typeof value !== 'object' || value === null || !('queue' in value))
+  if (typeof value !== 'object' || value === null || !Object.keys(value).some(meansQueueSection))
     return { queue: parseFileWith(queueSchema, file) };
   const { queue, caps, scheduler, roundSeconds, catalog, priceOverrides } = parseFileWith(
     queueFileSchema,
