@@ -65,9 +65,9 @@ export class Reconciler {
     this.placementGroups = new PlacementGroupCleanup(this.ctx);
   }
 
-  /** Record the round and turn its diff into intents, in one transaction (reconcile/plan-intents.ts). */
-  applyPlan(plan: Plan, diff: ConfigurationDiff): AppliedPlan {
-    return applyPlan(this.ctx, plan, diff);
+  /** Record the round, its diff's intents and `recordAlso`'s writes in one transaction (reconcile/plan-intents.ts). */
+  applyPlan(plan: Plan, diff: ConfigurationDiff, recordAlso?: () => void): AppliedPlan {
+    return applyPlan(this.ctx, plan, diff, recordAlso);
   }
 
   /** Starts of jobs placed between rounds, in one transaction (reconcile/plan-intents.ts). */

@@ -154,8 +154,7 @@ export class RoundRecorder {
 
   private apply(planned: PlannedRound, reason: string): Omit<RoundOutcome, 'sync' | 'progress'> {
     const { plan, diff, victims } = planned;
-    const applied = this.deps.reconciler.applyPlan(plan, diff);
-    this.recordPreemptions(victims);
+    const applied = this.deps.reconciler.applyPlan(plan, diff, () => this.recordPreemptions(victims));
     this.deps.log.info(
       `round ${applied.round} (${reason}): ${plan.decision.chosen}; ${describeActions(diff)}`,
       { costPerHour: planCostPerHour(plan.configuration, this.deps.catalog(), this.deps.store) },

@@ -4,6 +4,7 @@ import { describeQueue } from '../../src/queue/admission-views.js';
 import { planCapViolations } from '../../src/round/plan-caps.js';
 import { readQueueRecord } from '../../src/controller/queue-records.js';
 import type { StateStore } from '../../src/controller/state-store.js';
+import { InjectedCrash, type FaultInjector } from '../../src/controller/faults.js';
 import type { QueueCaps } from '../../src/queue/caps.js';
 import type { Resources } from '../../src/core/resources.js';
 import { singleClassConfig, type WfqConfig } from '../../src/queue/wfq.js';
@@ -210,6 +211,52 @@ describe('controller queue layer: admission under caps', () => {
       classId: 'vision',
       position: 1,
     });
+  });
+
+  it('records a preemption in the transaction of the plan that makes it: a crash after commit loses no event', async () => {
+    const queue: WfqConfig = {
+      classifyBy: 'team',
+      classes: [
+        { id: 'vision', weight: 1, teams: ['vision'], ordering: 'fifo' },
+        { id: 'rest', weight: 1, ordering: 'fifo' },
+      ],
+      preemption: { enabled: true, marginShare: 0.05, minShortRounds: 2 },
+    };
+    let r2Id = '';
+    let crashedWith: string | undefined;
+    let armed = false;
+    // Crashes right after the commit of the round that sends r2, running, back to the queue.
+    const faults: FaultInjector = {
+      hit(point) {
+        if (!armed || point !== 'round:committed' || crashedWith !== undefined) return;
+        const state = r.store.getJob(r2Id)?.state;
+        if (state === undefined || state === 'running') return;
+        crashedWith = state;
+        throw new InjectedCrash(point);
+      },
+    };
+    const r = rig({ caps: { quotas: [{ group: 'standard', maxVcpus: 8 }] }, queue }, { faults });
+    const research = ['r1', 'r2'].map((n) => {
+      r.clock.advance(1);
+      return r.controller.submit(jobSpec(n, CPU_SMALL), 'research');
+    });
+    r2Id = research[1]?.id as string;
+    await r.controller.runRound('research');
+    expect(r.store.getJob(r2Id)?.state).toBe('running');
+    armed = true;
+    r.clock.advance(600);
+    r.controller.submit(jobSpec('v1', CPU_SMALL, { team: 'vision' }), 'vision');
+    for (let i = 0; i < 4 && crashedWith === undefined; i++) {
+      r.clock.advance(300);
+      try {
+        await r.controller.runRound('period');
+      } catch (e) {
+        if (!(e instanceof InjectedCrash)) throw e;
+      }
+    }
+    expect(crashedWith, 'a round preempted r2').toBeDefined();
+    // The plan that checkpoints r2 back to the queue and the event saying so committed together.
+    expect(r.store.listEvents({ kind: 'queue.preempted' }).map((e) => e.jobId)).toEqual([r2Id]);
   });
 
   it('marks a job that can never fit the caps, and never plans it', async () => {

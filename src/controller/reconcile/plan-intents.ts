@@ -33,7 +33,12 @@ export interface AppliedPlan {
  * Record the round and turn its diff into intents and state changes, all in one transaction: a crash before the
  * commit leaves no trace (the next round plans again), after it every effect is recorded as pending.
  */
-export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: ConfigurationDiff): AppliedPlan {
+export function applyPlan(
+  ctx: ReconcileContext,
+  plan: Plan,
+  diff: ConfigurationDiff,
+  recordAlso?: () => void,
+): AppliedPlan {
   const applied = ctx.store.transaction(() => {
     const launched = new Map<string, string>();
     for (const action of diff.actions)
@@ -141,6 +146,8 @@ export function applyPlan(ctx: ReconcileContext, plan: Plan, diff: Configuration
         terminated: diff.actions.filter((a) => a.kind === 'terminate-instance').map((a) => a.instanceId),
       },
     });
+    // What the round records beside its plan (the queue's preemptions) commits with it or not at all.
+    recordAlso?.();
     ctx.fault('round:planned', `round ${round}`);
     return { round, launched, configuration };
   });
