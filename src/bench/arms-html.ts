@@ -33,8 +33,8 @@ import type { ComparedMetric, PairedDifference } from './paired-arms.js';
  * a percent and a barrier-idle cost falling by 97% do not share an axis), and the per-seed table.
  */
 
-/** One panel per metric, four to a row; room above each for its title, below for the seed axis. */
-const PANELS: PanelGrid = { columns: 4, panelHeight: 170, left: 60, top: 36, gapX: 30, gapY: 70, right: 20 };
+/** One panel per metric, four to a row; room above each for its title, below for the seed axis, left for the ticks. */
+const PANELS: PanelGrid = { columns: 4, panelHeight: 170, left: 60, top: 36, gapX: 45, gapY: 70, right: 20 };
 const LOWER = '#2a9d5b';
 const HIGHER = '#d1495b';
 const NEUTRAL = '#4c78a8';
@@ -171,6 +171,18 @@ export function valueAxisRange(
   };
 }
 
+/**
+ * Where a panel's mean label goes: above its line, or below it when the line is near the top of the axis, where a
+ * label above would run into the panel's title (one seed's mean is its bar's top, the axis's top).
+ */
+export function meanLabelPosition(
+  range: { readonly min: number; readonly max: number } | undefined,
+  mean: number,
+): 'insideEndTop' | 'insideEndBottom' {
+  if (range === undefined) return 'insideEndTop';
+  return mean > range.max - 0.15 * (range.max - range.min) ? 'insideEndBottom' : 'insideEndTop';
+}
+
 function differencesChart(report: ArmsReport, arm: Arm, differences: readonly PairedDifference[]): Chart {
   const rows = Math.ceil(differences.length / PANELS.columns);
   const seeds = report.seeds.map(String);
@@ -199,10 +211,11 @@ function differencesChart(report: ArmsReport, arm: Arm, differences: readonly Pa
       axisLabel: { fontSize: 10, hideOverlap: true },
       axisTick: { show: false },
     });
+    const range = valueAxisRange(d);
     yAxis.push({
       gridIndex: i,
       type: 'value',
-      ...valueAxisRange(d),
+      ...range,
       axisLabel: { fontSize: 10 },
       splitLine: { lineStyle: { color: '#eee' } },
     });
@@ -227,7 +240,7 @@ function differencesChart(report: ArmsReport, arm: Arm, differences: readonly Pa
               lineStyle: { color: '#222', type: 'dashed', width: 1.5 },
               label: {
                 formatter: `mean ${differenceText(d, mean)}`,
-                position: 'insideEndTop',
+                position: meanLabelPosition(range, mean),
                 fontSize: 10,
                 backgroundColor: 'rgba(255, 255, 255, 0.85)',
                 padding: [1, 3],

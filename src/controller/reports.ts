@@ -424,7 +424,7 @@ ${
 <h2>By team</h2>
 <figure>${chartHtml(byTeam)}${othersKey === '' ? '' : `<figcaption>${othersKey} share a colour.</figcaption>`}</figure>
 <h2>By job${r.byJob.length > topJobs.length ? ` (top ${topJobs.length} of ${r.byJob.length})` : ''}</h2>
-<figure>${chartHtml(byJob)}<figcaption>Coloured by team: ${teamKey}</figcaption></figure>
+<figure>${chartHtml(byJob)}${teamKey === '' ? '' : `<figcaption>Coloured by team: ${teamKey}</figcaption>`}</figure>
 ${table(
   ['job', 'name', 'team', 'cost', 'of which migration'],
   r.byJob.map((j) => [j.id, j.name, j.team, money(j.cost), money(j.migrationCost)]),

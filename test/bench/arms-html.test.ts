@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { armSentence, armsHtml } from '../../src/bench/arms-html.js';
+import { armSentence, armsHtml, meanLabelPosition } from '../../src/bench/arms-html.js';
 import { signedPercent, type ArmsReport } from '../../src/bench/arms-report.js';
 import { pairedDifferences } from '../../src/bench/paired-arms.js';
 import { armsText } from '../../src/cli/commands/bench-arms.js';
@@ -20,6 +20,14 @@ describe('arms.html', () => {
         'mean JCT -50.00% (the same on every seed: no spread to judge it by; p 0.13 by sign test), lower on 4 of 4. ' +
         'Its peak was 99.90–99.90% of the cap.',
     );
+  });
+
+  it("puts a mean label below its line when the line is near the axis's top, clear of the panel's title", () => {
+    // One seed: the mean is the bar's top and the axis's (0 to 0.6).
+    expect(meanLabelPosition({ min: 0, max: 0.6 }, 0.6)).toBe('insideEndBottom');
+    expect(meanLabelPosition({ min: 0, max: 3 }, 2.36)).toBe('insideEndTop');
+    expect(meanLabelPosition({ min: -80, max: 0 }, -78.53)).toBe('insideEndTop');
+    expect(meanLabelPosition(undefined, 0)).toBe('insideEndTop');
   });
 
   it('draws one chart per compared arm with a panel per metric both runs measured, and the tables', () => {

@@ -335,6 +335,23 @@ describe('cost reports', () => {
     expect(lines).toHaveLength(1 + 1 + 2 + 2 + 2); // header, total, teams, jobs, instances
   });
 
+  it('captions the by-job chart with its team colours only when there are teams', () => {
+    const empty = attributeCosts({
+      instances: [],
+      placements: [],
+      reservationPrice: () => 1,
+      jobs: new Map(),
+      sinceSeconds: T0,
+      nowSeconds: T0 + 600,
+    });
+    const html = reportHtml(
+      buildReportDocument({ cluster: 'bars', reason: 'test', report: empty, instances: [] }),
+    );
+    expect(html).toContain('<h2>By job</h2>');
+    expect(html).not.toContain('Coloured by team');
+    expect(reportHtml(sampleDocument())).toMatch(/Coloured by team: .*■<\/span> red/);
+  });
+
   it('renders a self-contained HTML page with escaped names and inline SVG charts', () => {
     const html = reportHtml(sampleDocument('job-1 cancelled'));
     expect(html.startsWith('<!doctype html>')).toBe(true);
