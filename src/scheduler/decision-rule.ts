@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import type { DecisionRecord } from './types.js';
 /**
  * Eva's time-amortized choice between Full and Partial Reconfiguration (§4.5, eq. 1), with the horizon T estimated
@@ -29,17 +30,61 @@ export function isFullReconfiguration(chosen: DecisionRecord['chosen']): boolean
   return chosen === 'full' || chosen === 'full-standalone';
 }
 
-/** Event history for λ and p: arrivals and completions, and how many rounds chose Full Reconfiguration. */
-export class EventHistory {
-  private readonly times: number[] = [];
-  private fullCount = 0;
+/** The event history as saved: the four numbers λ, p and the bootstrap horizon need, whatever the events seen. */
+export interface EventHistoryState {
+  /** Events seen (arrivals and completions). */
+  readonly count: number;
+  /** Rounds that chose a Full Reconfiguration. */
+  readonly fullCount: number;
+  /** Earliest and latest event time; absent while `count` is 0. */
+  readonly firstSeconds?: number;
+  readonly lastSeconds?: number;
+}
 
-  /** Record events at the given times (kept sorted: the reference's unsorted list made λ a rough estimate). */
+/** The event history as versions before the compact form saved it: every event time seen, sorted. */
+export interface LegacyEventHistoryState {
+  readonly times: readonly number[];
+  readonly fullCount: number;
+}
+
+const wholeCount = z.number().int('must be a whole number').min(0, 'must be ≥ 0');
+
+/** What `EventHistory.fromJSON` reads back from a state store: the compact form, or the older list of times. */
+const savedEventHistorySchema = z.union([
+  z
+    .object({
+      count: wholeCount,
+      fullCount: wholeCount,
+      firstSeconds: z.number().optional(),
+      lastSeconds: z.number().optional(),
+    })
+    .refine(
+      (h) =>
+        h.count === 0
+          ? h.firstSeconds === undefined && h.lastSeconds === undefined
+          : h.firstSeconds !== undefined && h.lastSeconds !== undefined && h.firstSeconds <= h.lastSeconds,
+      'firstSeconds ≤ lastSeconds are saved exactly when count > 0',
+    ),
+  z.object({ times: z.array(z.number()), fullCount: wholeCount }),
+]);
+
+/**
+ * Event history for λ and p: arrivals and completions, and how many rounds chose Full Reconfiguration. λ needs only
+ * the count and the span of the event times, so only those are kept: the saved state stays the same size however
+ * long the controller runs. Event times are never NaN (they are clock readings and job arrivals).
+ */
+export class EventHistory {
+  private count = 0;
+  private fullCount = 0;
+  private first: number | undefined;
+  private last: number | undefined;
+
+  /** Record events at the given times, in any order (ties keep the first-recorded earliest, as a sorted list would). */
   addEvents(timesSeconds: readonly number[]): void {
     for (const t of timesSeconds) {
-      let i = this.times.length;
-      while (i > 0 && (this.times[i - 1] as number) > t) i--;
-      this.times.splice(i, 0, t);
+      this.count += 1;
+      if (this.first === undefined || t < this.first) this.first = t;
+      if (this.last === undefined || t >= this.last) this.last = t;
     }
   }
 
@@ -49,33 +94,46 @@ export class EventHistory {
 
   /** Time of the first event seen (the bootstrap horizon counts from it, not from the clock's epoch). */
   get firstEventSeconds(): number | undefined {
-    return this.times[0];
+    return this.first;
   }
 
   get eventCount(): number {
-    return this.times.length;
+    return this.count;
   }
 
-  /** λ = 1 / mean inter-event time, undefined until two events with distinct times. */
+  /** λ = 1 / mean inter-event time = (count − 1) / (last − first), undefined until two events with distinct times. */
   get eventRatePerSecond(): number | undefined {
-    if (this.times.length < 2) return undefined;
-    const span = (this.times[this.times.length - 1] as number) - (this.times[0] as number);
-    return span > 0 ? (this.times.length - 1) / span : undefined;
+    if (this.count < 2 || this.first === undefined || this.last === undefined) return undefined;
+    const span = this.last - this.first;
+    return span > 0 ? (this.count - 1) / span : undefined;
   }
 
   /** p = share of events that led to a Full Reconfiguration. */
   get fullFraction(): number {
-    return Math.min(1, this.fullCount / Math.max(1, this.times.length));
+    return Math.min(1, this.fullCount / Math.max(1, this.count));
   }
 
-  toJSON(): { times: number[]; fullCount: number } {
-    return { times: [...this.times], fullCount: this.fullCount };
+  toJSON(): EventHistoryState {
+    return {
+      count: this.count,
+      fullCount: this.fullCount,
+      ...(this.first === undefined || this.last === undefined
+        ? {}
+        : { firstSeconds: this.first, lastSeconds: this.last }),
+    };
   }
 
-  static fromJSON(data: { times: readonly number[]; fullCount: number }): EventHistory {
+  /** The history as saved, in the compact form or as the list of times older versions saved; throws on neither. */
+  static fromJSON(data: EventHistoryState | LegacyEventHistoryState): EventHistory {
+    const saved = savedEventHistorySchema.parse(data);
     const h = new EventHistory();
-    h.addEvents(data.times);
-    h.fullCount = data.fullCount;
+    if ('times' in saved) h.addEvents(saved.times);
+    else {
+      h.count = saved.count;
+      h.first = saved.firstSeconds;
+      h.last = saved.lastSeconds;
+    }
+    h.fullCount = saved.fullCount;
     return h;
   }
 }

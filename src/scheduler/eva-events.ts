@@ -1,9 +1,15 @@
 import type { ClusterSnapshot } from '../core/model.js';
-import { EventHistory, horizonSeconds } from './decision-rule.js';
+import {
+  EventHistory,
+  horizonSeconds,
+  type EventHistoryState,
+  type LegacyEventHistoryState,
+} from './decision-rule.js';
 
 /** What JobEvents keeps between rounds, as EvaScheduler.exportState names it. */
 export interface JobEventsState {
-  readonly history: ReturnType<EventHistory['toJSON']>;
+  /** A fixed-size summary of the events: the saved state does not grow with the jobs run. */
+  readonly history: EventHistoryState;
   /**
    * Jobs whose arrival was counted and which have not finished. State saved before departures were told apart held
    * the jobs of the last round's snapshot here, which were counted too: it loads as it is.
@@ -33,7 +39,12 @@ export class JobEvents {
     return new JobEvents(new EventHistory(), new Set());
   }
 
-  static fromJSON(state: JobEventsState): JobEvents {
+  /** Its saved state, or one saved by a version that kept every event time (`history.times`). */
+  static fromJSON(
+    state: Omit<JobEventsState, 'history'> & {
+      readonly history: EventHistoryState | LegacyEventHistoryState;
+    },
+  ): JobEvents {
     return new JobEvents(EventHistory.fromJSON(state.history), new Set(state.knownJobs));
   }
 

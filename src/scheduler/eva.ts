@@ -563,11 +563,20 @@ export class EvaScheduler implements Scheduler {
   }
 
   importState(state: ReturnType<EvaScheduler['exportState']>): void {
-    this.table = ColocationTable.fromJSON(state.table);
-    this.events = JobEvents.fromJSON(state);
-    this.slowJobs = SlowJobTracker.fromJSON(state.slowJobs);
-    this.rebalanceRisk = RebalanceRiskTracker.fromJSON(state.rebalanceRisk);
-    if (this.slowdownBudget !== undefined)
-      this.slowdownBudget = SlowdownBudget.fromJSON(this.slowdownBudget.target, state.slowdownBudget);
+    // Every part is read before any is kept: a state unreadable in one part leaves the scheduler as it was (the
+    // controller then starts from defaults), not with a table learned elsewhere beside events of its own.
+    const table = ColocationTable.fromJSON(state.table);
+    const events = JobEvents.fromJSON(state);
+    const slowJobs = SlowJobTracker.fromJSON(state.slowJobs);
+    const rebalanceRisk = RebalanceRiskTracker.fromJSON(state.rebalanceRisk);
+    const slowdownBudget =
+      this.slowdownBudget === undefined
+        ? undefined
+        : SlowdownBudget.fromJSON(this.slowdownBudget.target, state.slowdownBudget);
+    this.table = table;
+    this.events = events;
+    this.slowJobs = slowJobs;
+    this.rebalanceRisk = rebalanceRisk;
+    if (slowdownBudget !== undefined) this.slowdownBudget = slowdownBudget;
   }
 }
