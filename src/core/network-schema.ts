@@ -33,55 +33,62 @@ const POINT_JSON_SCHEMA = {
 } as const;
 
 /**
- * `none`, a preset name, or a table of points with increasing latencies and performances in [0.01, 1]. Parsed by hand
- * (like a task's demand) so that a bad point is named by its index rather than drowned in a union's alternatives.
+ * `none`, a preset name, or a table of points with increasing latencies and performances in [0.01, 1] (in (0, 1] for
+ * `floored: false`). Parsed by hand (like a task's demand) so that a bad point is named by its index rather than
+ * drowned in a union's alternatives.
  */
-export const latencySensitivitySchema = z
-  .unknown()
-  .transform((value, ctx): LatencySensitivity => {
-    if (typeof value === 'string') {
-      if ((SENSITIVITY_NAMES as readonly string[]).includes(value))
-        return value as (typeof SENSITIVITY_NAMES)[number];
-      ctx.addIssue({ code: 'custom', message: `unknown curve "${value}": ${SENSITIVITY_RULE}` });
-      return z.NEVER;
-    }
-    if (!Array.isArray(value)) {
-      ctx.addIssue({ code: 'custom', message: SENSITIVITY_RULE });
-      return z.NEVER;
-    }
-    if (value.length === 0 || value.length > MAX_LATENCY_POINTS) {
-      ctx.addIssue({ code: 'custom', message: `a table needs 1 to ${MAX_LATENCY_POINTS} points` });
-      return z.NEVER;
-    }
-    const points: LatencyPoint[] = [];
-    let failed = false;
-    value.forEach((point: unknown, i) => {
-      const problem = pointProblem(point, points[points.length - 1]);
-      if (problem !== undefined) {
-        ctx.addIssue({ code: 'custom', message: problem, path: [i] });
-        failed = true;
-      } else points.push([(point as number[])[0] as number, (point as number[])[1] as number]);
+function sensitivitySchema(floored: boolean) {
+  return z
+    .unknown()
+    .transform((value, ctx): LatencySensitivity => {
+      if (typeof value === 'string') {
+        if ((SENSITIVITY_NAMES as readonly string[]).includes(value))
+          return value as (typeof SENSITIVITY_NAMES)[number];
+        ctx.addIssue({ code: 'custom', message: `unknown curve "${value}": ${SENSITIVITY_RULE}` });
+        return z.NEVER;
+      }
+      if (!Array.isArray(value)) {
+        ctx.addIssue({ code: 'custom', message: SENSITIVITY_RULE });
+        return z.NEVER;
+      }
+      if (value.length === 0 || value.length > MAX_LATENCY_POINTS) {
+        ctx.addIssue({ code: 'custom', message: `a table needs 1 to ${MAX_LATENCY_POINTS} points` });
+        return z.NEVER;
+      }
+      const points: LatencyPoint[] = [];
+      let failed = false;
+      value.forEach((point: unknown, i) => {
+        const problem = pointProblem(point, points[points.length - 1], floored);
+        if (problem !== undefined) {
+          ctx.addIssue({ code: 'custom', message: problem, path: [i] });
+          failed = true;
+        } else points.push([(point as number[])[0] as number, (point as number[])[1] as number]);
+      });
+      return failed ? z.NEVER : points;
+    })
+    .meta({
+      description:
+        "How the job's performance falls with the round trip between its tasks (NoMora's curves): none, memcached, " +
+        'strads, spark, tensorflow, or a table of [latencyMicroseconds, relativePerformance] points',
+      oneOf: [
+        { type: 'string', enum: [...SENSITIVITY_NAMES] },
+        { type: 'array', items: POINT_JSON_SCHEMA, minItems: 1, maxItems: MAX_LATENCY_POINTS },
+      ],
     });
-    return failed ? z.NEVER : points;
-  })
-  .meta({
-    description:
-      "How the job's performance falls with the round trip between its tasks (NoMora's curves): none, memcached, " +
-      'strads, spark, tensorflow, or a table of [latencyMicroseconds, relativePerformance] points',
-    oneOf: [
-      { type: 'string', enum: [...SENSITIVITY_NAMES] },
-      { type: 'array', items: POINT_JSON_SCHEMA, minItems: 1, maxItems: MAX_LATENCY_POINTS },
-    ],
-  });
+}
 
-function pointProblem(point: unknown, previous: LatencyPoint | undefined): string | undefined {
+function pointProblem(
+  point: unknown,
+  previous: LatencyPoint | undefined,
+  floored: boolean,
+): string | undefined {
   if (!Array.isArray(point) || point.length !== 2 || !point.every((x) => typeof x === 'number'))
     return 'expected [latencyMicroseconds, relativePerformance], e.g. [100, 0.8]';
   const [x, p] = point as [number, number];
   if (!(Number.isFinite(x) && x >= 0 && x <= MAX_TABLE_LATENCY_MICROSECONDS))
     return `latency must be 0 to ${MAX_TABLE_LATENCY_MICROSECONDS} µs, got ${x}`;
   if (!(p > 0 && p <= 1)) return `relative performance must be in (0, 1], got ${p}`;
-  if (p < MIN_TABLE_PERFORMANCE)
+  if (floored && p < MIN_TABLE_PERFORMANCE)
     return (
       `relative performance must be at least ${MIN_TABLE_PERFORMANCE} (a ${1 / MIN_TABLE_PERFORMANCE}× slowdown), ` +
       `got ${p}: below it a job placed badly all but stops`
@@ -91,33 +98,44 @@ function pointProblem(point: unknown, previous: LatencyPoint | undefined): strin
   return undefined;
 }
 
-export const networkDeclarationSchema = z
-  .strictObject({
-    sensitivity: latencySensitivitySchema.default('none'),
-    pattern: z
-      .enum(['star', 'all-to-all'], { error: 'expected star or all-to-all' })
-      .describe(
-        "star: the root's round trip to each other task bounds the job (NoMora); all-to-all: the worst pair does " +
-          '(e.g. ring all-reduce)',
-      )
-      .default('star'),
-    root: z
-      .string()
-      .min(1)
-      .describe('The root task (server, master, parameter server) by name; default the first task')
-      .optional(),
-    gibPerHour: z
-      .number()
-      .finite()
-      .nonnegative('must be 0 or more GiB per hour')
-      .max(1_000_000, 'at most 1000000 GiB per hour')
-      .describe("GiB per hour the job's tasks exchange; what crosses zones is billed")
-      .default(0),
-  })
-  .describe(
-    "Where the job's tasks should be on the network: its latency sensitivity, communication pattern, root task " +
-      'and traffic (NoMora latency-aware placement)',
-  );
+function declarationSchema(floored: boolean) {
+  return z
+    .strictObject({
+      sensitivity: sensitivitySchema(floored).default('none'),
+      pattern: z
+        .enum(['star', 'all-to-all'], { error: 'expected star or all-to-all' })
+        .describe(
+          "star: the root's round trip to each other task bounds the job (NoMora); all-to-all: the worst pair does " +
+            '(e.g. ring all-reduce)',
+        )
+        .default('star'),
+      root: z
+        .string()
+        .min(1)
+        .describe('The root task (server, master, parameter server) by name; default the first task')
+        .optional(),
+      gibPerHour: z
+        .number()
+        .finite()
+        .nonnegative('must be 0 or more GiB per hour')
+        .max(1_000_000, 'at most 1000000 GiB per hour')
+        .describe("GiB per hour the job's tasks exchange; what crosses zones is billed")
+        .default(0),
+    })
+    .describe(
+      "Where the job's tasks should be on the network: its latency sensitivity, communication pattern, root task " +
+        'and traffic (NoMora latency-aware placement)',
+    );
+}
+
+/** A declaration as written now: a table's performances at least MIN_TABLE_PERFORMANCE. */
+export const networkDeclarationSchema = declarationSchema(true);
+
+/**
+ * A declaration a controller accepted before tables had a floor (read back from its job archive): performances in
+ * (0, 1], the bound it was accepted under, so the job restores as it was accepted. A new one keeps the floor.
+ */
+export const acceptedNetworkDeclarationSchema = declarationSchema(false);
 
 export type NetworkDeclarationInput = z.input<typeof networkDeclarationSchema>;
 
@@ -131,10 +149,17 @@ export function toNetworkDeclaration(raw: z.output<typeof networkDeclarationSche
   };
 }
 
-/** The declaration in its written form (what traces and specs store). */
+/**
+ * The declaration in its written form (what traces and specs store), readable by `networkDeclarationSchema`: a table
+ * point a controller accepted before tables had a floor is raised to it, so that what export-trace writes of such a
+ * job replays (the job's slowdown there capped at 1 / MIN_TABLE_PERFORMANCE).
+ */
 export function networkDeclarationInput(n: NetworkDeclaration): NetworkDeclarationInput {
   return {
-    sensitivity: n.sensitivity,
+    sensitivity:
+      typeof n.sensitivity === 'string'
+        ? n.sensitivity
+        : n.sensitivity.map(([x, p]): LatencyPoint => [x, Math.max(p, MIN_TABLE_PERFORMANCE)]),
     pattern: n.pattern,
     ...(n.rootTask === undefined ? {} : { root: n.rootTask }),
     gibPerHour: n.gibPerHour,

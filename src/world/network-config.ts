@@ -23,6 +23,10 @@ export const MIN_NOISE_INTERVAL_SECONDS = 1;
 
 const rtt = z.number().finite().nonnegative('must be ≥ 0 µs').max(1_000_000, 'at most 1000000 µs');
 
+/** The latency domains beyond an instance, nearest first, and all of them. */
+const FARTHER_DOMAINS = ['placement-group', 'zone', 'cross-zone'] as const;
+const DOMAINS = ['same-instance', ...FARTHER_DOMAINS] as const;
+
 /** Each latency domain and the next farther one: a round trip may not shrink from one to the next. */
 const NEXT_DOMAINS = [
   ['same-instance', 'placement-group'],
@@ -116,11 +120,27 @@ const NOISE_FIELDS = {
 const inMicroseconds = (x: number): string => `${Number(x.toPrecision(6))} µs`;
 
 /**
+ * The domains whose noisy round trips a domain's must stay below: the next farther ones with a longer base round trip,
+ * all of them when several share it. Domains given the same round trip as `near` are passed over: equal values declare
+ * them alike, so noise ordering their pairs either way changes no preference of NoMora's. None when the next round trip
+ * is shorter (out of order, named by domainRttMicroseconds alone).
+ */
+function nextLongerDomains(rtts: DomainRtts, near: keyof DomainRtts): (typeof FARTHER_DOMAINS)[number][] {
+  const farther = FARTHER_DOMAINS.slice(DOMAINS.indexOf(near));
+  const from = farther.findIndex((domain) => rtts[domain] !== rtts[near]);
+  const first = farther[from];
+  if (first === undefined || rtts[first] < rtts[near]) return [];
+  const to = farther.findIndex((domain, k) => k > from && rtts[domain] !== rtts[first]);
+  return farther.slice(from, to === -1 ? undefined : to);
+}
+
+/**
  * Noisy round trips keep the order of the base ones: a domain's highest (its round trip × its noise's high) is at most
- * the next farther domain's lowest (its round trip × its noise's low), so no draw gives a nearer pair a longer round
- * trip than a farther one (congestion aside) and NoMora's preference for the nearer domain stays right. Named by the
- * noise of the nearer domain (the placement group's for a same-instance pair); base values out of order are named by
- * domainRttMicroseconds alone.
+ * the lowest (round trip × noise's low) of each next farther domain with a longer round trip, so no draw gives a nearer
+ * pair a longer round trip than a farther one (congestion aside) and NoMora's preference for the nearer domain stays
+ * right. Checking against the next longer round trip, not the next domain, keeps the order whole past domains declared
+ * alike: with same-instance and placement-group both at 50 µs, a same-instance pair is checked against the zone's too.
+ * Named by the noise of the nearer domain (the farther one's for a same-instance pair).
  */
 function keepNoisyOrder(config: z.output<typeof networkConfigFields>, ctx: z.RefinementCtx): void {
   // A range refused on its own (a factor of 0, low above high) is told once, by its field.
@@ -137,21 +157,22 @@ function keepNoisyOrder(config: z.output<typeof networkConfigFields>, ctx: z.Ref
     const factor = config.noise[field][end === 'low' ? 0 : 1];
     return ` (${inMicroseconds(rtts[domain])} × ${field}${field.endsWith('s') ? "'" : "'s"} ${end} ${factor})`;
   };
-  for (const [near, far] of NEXT_DOMAINS) {
-    if (rtts[far] < rtts[near]) continue;
-    const highest = rtts[near] * factors(near)[1];
-    const lowest = rtts[far] * factors(far)[0];
-    // A relative margin, so that factors written in decimals (0.8 × 150) compare as written.
-    if (highest <= lowest * (1 + 1e-9)) continue;
-    ctx.addIssue({
-      code: 'custom',
-      path: ['noise', NOISE_FIELDS[near] ?? NOISE_FIELDS[far]],
-      message:
-        `${near} round trips reach ${inMicroseconds(highest)}${times(near, 'high')}, above ${far}'s lowest, ` +
-        `${inMicroseconds(lowest)}${times(far, 'low')}: noisy round trips must not shrink with distance either (a domain's ` +
-        "round trip × its noise's high ≤ the next farther domain's × its noise's low)",
-    });
-  }
+  for (const near of DOMAINS)
+    for (const far of nextLongerDomains(rtts, near)) {
+      const highest = rtts[near] * factors(near)[1];
+      const lowest = rtts[far] * factors(far)[0];
+      // A relative margin, so that factors written in decimals (0.8 × 150) compare as written.
+      if (highest <= lowest * (1 + 1e-9)) continue;
+      ctx.addIssue({
+        code: 'custom',
+        path: ['noise', NOISE_FIELDS[near] ?? NOISE_FIELDS[far]],
+        message:
+          `${near} round trips reach ${inMicroseconds(highest)}${times(near, 'high')}, above ${far}'s lowest, ` +
+          `${inMicroseconds(lowest)}${times(far, 'low')}: noisy round trips must not shrink with distance either (a domain's ` +
+          "round trip × its noise's high ≤ the next farther domain's × its noise's low; domains given equal round " +
+          'trips count as one)',
+      });
+    }
 }
 
 export const networkConfigSchema = networkConfigFields.superRefine(keepNoisyOrder);

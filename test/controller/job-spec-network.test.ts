@@ -113,6 +113,35 @@ describe('job spec network:', () => {
     );
   });
 
+  it('refuses a new table below the performance floor, and reads one a controller accepted before it as it was', () => {
+    const below = {
+      name: 'kv',
+      team: 'infra',
+      tasks: [{ image: 'a', demand: [0, 1, 1] }],
+      network: {
+        sensitivity: [
+          [0, 1],
+          [500, 0.005],
+        ],
+      },
+    };
+    expect(() => validateJobSpec(below, 'POST /jobs', catalog)).toThrow(
+      'network.sensitivity.1: relative performance must be at least 0.01 (a 100× slowdown), got 0.005: below it a ' +
+        'job placed badly all but stops',
+    );
+    expect(
+      validateJobSpec(below, 'archived spec of job-1', catalog, { accepted: true }).network?.sensitivity,
+    ).toEqual([
+      [0, 1],
+      [500, 0.005],
+    ]);
+    // Only the floor is of the bound it was accepted under: a performance of 0 or above 1 never was accepted.
+    const zero = { ...below, network: { sensitivity: [[0, 0]] } };
+    expect(() => validateJobSpec(zero, 'archived spec of job-1', catalog, { accepted: true })).toThrow(
+      'network.sensitivity.0: relative performance must be in (0, 1], got 0',
+    );
+  });
+
   it('is in the OpenAPI job spec, generated from the schema', () => {
     const job = jobSpecComponents()['JobSpec'] as { properties: Record<string, { properties?: object }> };
     expect(Object.keys(job.properties['network']?.properties ?? {})).toEqual([

@@ -266,6 +266,30 @@ describe('restore from a backup', () => {
     restored.close();
   });
 
+  it('restores a latency table below the floor new submissions keep, as an earlier controller accepted it', async () => {
+    const c = new Cluster();
+    await c.backup.run();
+    // A point at a 200× slowdown, under the 0.01 floor tables have had since.
+    const table: [number, number][] = [
+      [0, 1],
+      [500, 0.005],
+    ];
+    const accepted: JobSpec = {
+      ...jobSpec('kv', CPU_SMALL),
+      network: { sensitivity: table, pattern: 'star', gibPerHour: 0 },
+    };
+    expect(() => validateJobSpec(writtenJobSpec(accepted), 'spec', catalog)).toThrow(
+      /network\.sensitivity\.1: relative performance must be at least 0\.01 \(a 100× slowdown\), got 0\.005/,
+    );
+    await c.submit('kv', accepted);
+    c.state.close();
+    const { dir, summary } = await c.restore(c.objectsDir);
+    expect(summary.resubmitted).toEqual(['job-1']);
+    const restored = new SqliteStateStore(join(dir, 'state.db'));
+    expect(restored.getJob('job-1')?.spec.network).toEqual(accepted.network);
+    restored.close();
+  });
+
   it('dates a job ended from the job archive when it ended, not when it was restored', async () => {
     // The old box's clock, two hours back: the restore runs at the real time.
     const t0 = Date.now() / 1000 - 7200;

@@ -165,7 +165,7 @@ describe('the network ground truth', () => {
     };
     const RULE =
       "noisy round trips must not shrink with distance either (a domain's round trip × its noise's high ≤ the next " +
-      "farther domain's × its noise's low)";
+      "farther domain's × its noise's low; domains given equal round trips count as one)";
     // A placement-group pair up to 500 µs apart, a zone pair as near as 120 µs.
     expect(problems({ noise: { withinPlacementGroup: [8, 10] } })).toEqual([
       "noise.withinPlacementGroup: placement-group round trips reach 500 µs (50 µs × withinPlacementGroup's high " +
@@ -202,6 +202,42 @@ describe('the network ground truth', () => {
       }),
     ).toEqual([]);
     expect(problems({ noise: { withinPlacementGroup: [0.4, 2.4], betweenDomains: [0.8, 4] } })).toEqual([]);
+  });
+
+  it('takes domains given equal round trips as alike under any noise, and keeps the order past them', () => {
+    const problems = (value: unknown) => {
+      const result = networkConfigSchema.safeParse(value);
+      return result.success ? [] : describeIssues(result.error);
+    };
+    // Same-instance and placement-group alike at 50 µs: a placement-group pair as near as 25 µs under the default
+    // noise is no inversion, and neither are a zone and cross-zone alike at 800 µs.
+    expect(problems({ domainRttMicroseconds: { 'same-instance': 50, 'placement-group': 50 } })).toEqual([]);
+    expect(problems({ domainRttMicroseconds: { zone: 800, 'cross-zone': 800 } })).toEqual([]);
+    expect(
+      problems({
+        domainRttMicroseconds: { 'same-instance': 50, 'placement-group': 50, zone: 800, 'cross-zone': 800 },
+      }),
+    ).toEqual([]);
+    // Near below far with noise that makes them cross is still refused: 20 µs against a placement group at 30 × 0.5.
+    expect(problems({ domainRttMicroseconds: { 'placement-group': 30 } })).toEqual([
+      "noise.withinPlacementGroup: same-instance round trips reach 20 µs, above placement-group's lowest, 15 µs " +
+        "(30 µs × withinPlacementGroup's low 0.5): noisy round trips must not shrink with distance either (a " +
+        "domain's round trip × its noise's high ≤ the next farther domain's × its noise's low; domains given equal " +
+        'round trips count as one)',
+    ]);
+    // Past two domains alike, each is held below the next longer one: a same-instance pair (50 µs, no noise) may not
+    // outlast a zone pair (60 µs × 0.8), though the placement group's noise (high 0.8) keeps it below.
+    expect(
+      problems({
+        domainRttMicroseconds: { 'same-instance': 50, 'placement-group': 50, zone: 60 },
+        noise: { withinPlacementGroup: [0.5, 0.8] },
+      }),
+    ).toEqual([
+      "noise.betweenDomains: same-instance round trips reach 50 µs, above zone's lowest, 48 µs (60 µs × " +
+        "betweenDomains' low 0.8): noisy round trips must not shrink with distance either (a domain's round trip × " +
+        "its noise's high ≤ the next farther domain's × its noise's low; domains given equal round trips count as " +
+        'one)',
+    ]);
   });
 
   it('refuses zones named outside the catalog’s region, naming each', () => {

@@ -16,7 +16,7 @@ import {
 import { JOB_SPEC_LIMITS, type ArrayProperties, type JobSpec, type TaskTemplateSpec } from './spec.js';
 import { derivedWorkload } from './tasks.js';
 import { keepEnvValuesAsWritten } from './env-text.js';
-import { toNetworkDeclaration } from '../../core/network-schema.js';
+import { acceptedNetworkDeclarationSchema, toNetworkDeclaration } from '../../core/network-schema.js';
 import { MAX_DURATION_RULE, MAX_DURATION_SECONDS } from '../../core/duration.js';
 import { successModelSeconds } from '../../queue/success.js';
 
@@ -89,12 +89,15 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** A spec a controller accepted before, read with the bounds it was accepted under (a network table without its floor). */
+const acceptedJobSpecSchema = jobSpecSchema.extend({ network: acceptedNetworkDeclarationSchema.optional() });
+
 export interface ValidationOptions {
   /**
    * The spec was accepted by a controller before (read back from its job archive): checks that only keep a new
    * submission self-consistent (a success model agreeing with expectedDurationSeconds) or runnable (an image Docker
-   * can pull, a program to start) are not applied again, so an archive written before they existed still restores,
-   * each job as it was accepted.
+   * can pull, a program to start) are not applied again, and bounds tightened since (a network table's performance
+   * floor) are read as they were, so an archive written before them still restores, each job as it was accepted.
    */
   readonly accepted?: boolean;
 }
@@ -127,7 +130,7 @@ function validate(
   };
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     return fail([{ path: [], message: 'expected a job spec (a map with name, team and tasks)' }]);
-  const result = jobSpecSchema.safeParse(value);
+  const result = (options.accepted === true ? acceptedJobSpecSchema : jobSpecSchema).safeParse(value);
   const dropped = droppedEnvNames(value);
   if (!result.success || dropped.length > 0)
     return fail([...dropped, ...(result.success ? [] : result.error.issues.flatMap(explainIssue))]);

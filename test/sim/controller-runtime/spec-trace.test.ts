@@ -3,7 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadCatalogFile, PROJECT_ROOT } from '../../../src/cloud/catalog-file.js';
-import { parseJobSpec } from '../../../src/controller/job-spec/parse.js';
+import { parseJobSpec, validateJobSpec } from '../../../src/controller/job-spec/parse.js';
+import { MIN_TABLE_PERFORMANCE } from '../../../src/core/network-schema.js';
+import { FLEETWISE_TRACE_FORMAT, fleetwiseTrace } from '../../../src/sim/traces/fleetwise-json.js';
 import { expandTasks } from '../../../src/controller/job-spec/tasks.js';
 import { ValidationError } from '../../../src/core/validation.js';
 import { specFilesTrace, specTraceJob } from '../../../src/sim/controller-runtime/spec-trace.js';
@@ -51,6 +53,34 @@ describe('job specs as trace jobs', () => {
       initDelaySeconds: spec.checkpoint.initDelaySeconds ?? 0,
       restoreDelaySeconds: spec.checkpoint.restoreDelaySeconds ?? 0,
     });
+  });
+
+  it('writes a latency table a controller accepted below the floor at the floor, so the trace replays', () => {
+    const below = {
+      name: 'kv',
+      team: 'infra',
+      tasks: [
+        { image: 'a', demand: [0, 1, 1] },
+        { image: 'b', demand: [0, 1, 1] },
+      ],
+      network: {
+        sensitivity: [
+          [0, 1],
+          [500, 0.005],
+        ],
+      },
+    };
+    const spec = validateJobSpec(below, 'archived spec of job-1', catalog, { accepted: true });
+    const job = specTraceJob(spec, { id: 'job-1', arrivalSeconds: 0, durationSeconds: 600 });
+    expect(job.network?.sensitivity).toEqual([
+      [0, 1],
+      [500, MIN_TABLE_PERFORMANCE],
+    ]);
+    const trace = fleetwiseTrace({ format: FLEETWISE_TRACE_FORMAT, jobs: [job] }, 'exported.json');
+    expect(trace.jobs[0]?.network?.sensitivity).toEqual([
+      [0, 1],
+      [500, MIN_TABLE_PERFORMANCE],
+    ]);
   });
 
   it('reads a directory with an arrivals index: arrivals, declared durations, keys', () => {
