@@ -72,8 +72,17 @@ describe('fleetwise simulate with a network', () => {
     writeFileSync(bad, 'episodes:\n  factor: [3, 2]\n');
     const config = await runCli([...TINY, '--latency-config', bad, '--scheduler', 'eva']);
     expect(config.code).not.toBe(0);
-    expect(config.stderr).toContain(bad);
-    expect(config.stderr).toContain('episodes.factor: low must not exceed high');
+    expect(config.stderr).toContain(
+      `invalid input: ${bad}\n  - episodes.factor (line 2): low must not exceed high\n`,
+    );
+    // A misspelled key is named with its line and the field it likely meant.
+    const typo = join(dir, 'typo.yaml');
+    writeFileSync(typo, 'zones: 3\ndomainRttMicroseconds:\n  crosszone: 900\n');
+    const misspelled = await runCli([...TINY, '--latency-config', typo, '--scheduler', 'eva']);
+    expect(misspelled.code).toBe(2);
+    expect(misspelled.stderr).toContain(
+      `invalid input: ${typo}\n  - domainRttMicroseconds.crosszone (line 3): unknown field, did you mean cross-zone?\n`,
+    );
 
     const controller = await runCli([
       ...TINY,

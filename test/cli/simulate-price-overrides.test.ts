@@ -44,12 +44,13 @@ describe('simulate --price-overrides', () => {
     const unknownType = file('unknown.yaml', 'pricePerType:\n  p4d.24xlarge: 20\n');
     expect(refusal(() => plan('--price-overrides', unknownType))).toMatchObject({
       source: unknownType,
-      problems: ['pricePerType.p4d.24xlarge: not an instance type of the catalog'],
+      problems: ['pricePerType.p4d.24xlarge (line 2): not an instance type of the catalog'],
     });
     const typo = file('typo.json', '{"discount": 10}');
-    expect(refusal(() => plan('--price-overrides', typo)).problems).toEqual([
-      expect.stringMatching(/^\(root\): unknown field "discount", did you mean discountPercent\?/),
-    ]);
+    expect(refusal(() => plan('--price-overrides', typo))).toMatchObject({
+      source: typo,
+      problems: ['discount (line 1): unknown field, did you mean discountPercent?'],
+    });
   });
 
   it('refuses spot prices without --spot on, where they would price nothing', () => {

@@ -297,7 +297,9 @@ describe('fleetwise tune (CLI subprocess)', () => {
     expect(listed).toBeGreaterThan(0);
     expect(discounted).toBeLessThanOrEqual((listed ?? 0) * 0.72 + 1e-9);
     expect(badOverrides.code).toBe(2);
-    expect(badOverrides.stderr).toContain('pricePerType.x9.large: not an instance type of the catalog');
+    expect(badOverrides.stderr).toContain(
+      'pricePerType.x9.large (line 2): not an instance type of the catalog',
+    );
     // Spot prices, which tune's on-demand runs would never use, are refused as the flag's, not blamed on the catalog.
     expect(spotOverrides.code).toBe(2);
     expect(spotOverrides.stderr).toContain(

@@ -3,12 +3,13 @@ import { readFileSync, statSync } from 'node:fs';
 import { dirname, extname, resolve } from 'node:path';
 import { ADMIT_BY } from '../../queue/admission.js';
 import type { WfqConfig } from '../../queue/wfq.js';
-import { readYamlOrJsonFile } from '../flag-file.js';
+import { readFlagFileWithLines } from '../flag-file.js';
 import { z } from 'zod';
-import { describeIssues, parseWith, ValidationError } from '../../core/validation.js';
+import { describeIssues, ValidationError } from '../../core/validation.js';
 import { networkConfigSchema, type NetworkConfigInput } from '../../world/network-config.js';
 import {
   applyPriceOverrides,
+  priceOverrideProblems,
   priceOverridesSchema,
   type Catalog,
   type PriceOverrides,
@@ -31,7 +32,8 @@ import {
   roundSecondsSchema,
   schedulerSchema,
 } from '../../controller/config.js';
-import { fieldsAt, parseFileWith, parseWithLines } from '../../controller/settings-file-fields.js';
+import type { FieldPath } from '../../controller/config-checks.js';
+import { fieldAt, fieldsAt, parseFileWith } from '../../controller/settings-file-fields.js';
 import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../../core/model.js';
 import { nearestKey } from '../../core/strict-object.js';
 
@@ -99,26 +101,72 @@ export const priceOverridesOptionField = { priceOverrides: z.string().min(1).opt
 export interface PriceOverridesFromFile {
   readonly overrides: PriceOverrides;
   readonly source: string;
+  /**
+   * The file they were read from and how its problems name one of their fields (its path in the file, with its line),
+   * so a problem against the catalog points at the line; absent where the prices carry no lines.
+   */
+  readonly file?: { readonly path: string; readonly fieldAt: (field: FieldPath) => string } | undefined;
+}
+
+/** A controller config given as `--price-overrides`: its `priceOverrides:` section is read, its other settings not. */
+const configWithPriceOverridesSchema = z.looseObject({ priceOverrides: priceOverridesSchema.nullable() });
+
+/**
+ * A top-level key of a bare `--price-overrides` file that is no price field: a misspelled `priceOverrides:` (which
+ * would otherwise be offered the nearest price field), or a controller config's setting in a file without prices.
+ */
+function pricesFileKeyNote(path: FieldPath, key: string): string | undefined {
+  if (path.length > 0) return undefined;
+  const priceFields = fieldsAt(priceOverridesSchema, []);
+  // Last among the candidates: a key only sharing a prefix (`price…`) is offered the price field first.
+  if (nearestKey(key, [...priceFields, 'priceOverrides']) === 'priceOverrides')
+    return 'unknown field, did you mean priceOverrides?';
+  if (fieldsAt(controllerConfigSchema, []).includes(key))
+    return "a controller config's setting: a --price-overrides file holds prices, bare or in a priceOverrides: section";
+  return undefined;
 }
 
 /**
  * `--price-overrides FILE`: Savings Plans or reserved prices in YAML or JSON, bare or as a controller config's
- * `priceOverrides:` section (so the controller's own config file will do), validated with errors naming the file and
- * field. Their types are checked against the catalog when it is loaded (`loadTraceFlags`).
+ * `priceOverrides:` section (so the controller's own config file will do), validated as a controller config is: each
+ * problem names the file, the field with its line in the file, an unknown key the field it likely meant. Their types
+ * are checked against the catalog when it is loaded (`loadTraceFlags`), with the same lines.
  */
 export function readPriceOverridesFile(path: string): PriceOverridesFromFile {
-  const value = readYamlOrJsonFile(path, '--price-overrides');
+  const file = readFlagFileWithLines(path, '--price-overrides');
+  const { value } = file;
   const inConfig = typeof value === 'object' && value !== null && 'priceOverrides' in value;
-  const section = inConfig ? (value as { priceOverrides: unknown }).priceOverrides : value;
   const source = inConfig ? `${path}: priceOverrides` : path;
-  const overrides = parseWith(priceOverridesSchema, section ?? {}, path);
+  const section: PriceOverrides | null = inConfig
+    ? parseFileWith(configWithPriceOverridesSchema, file).priceOverrides
+    : value === null || value === undefined
+      ? null
+      : parseFileWith(priceOverridesSchema, file, pricesFileKeyNote);
   // A file that overrides nothing (empty, only comments, `{}`) would run at list prices as if priced: the wrong file.
-  if (Object.keys(overrides).length === 0)
+  if (section === null || Object.keys(section).length === 0)
     throw new ValidationError(source, [
-      `${section === null || section === undefined ? 'is empty' : 'overrides no price'}: give discountPercent, ` +
+      `${section === null ? 'is empty' : 'overrides no price'}: give discountPercent, ` +
         'spotDiscountPercent, pricePerType or spotPricePerType (as in examples/prices/savings-plan.yaml)',
     ]);
-  return { overrides, source };
+  const inFile: FieldPath = inConfig ? ['priceOverrides'] : [];
+  return { overrides: section, source, file: { path, fieldAt: (f) => fieldAt(file, [...inFile, ...f]) } };
+}
+
+/**
+ * The catalog at the prices of `prices`; a price the catalog cannot take is refused naming the file and the field with
+ * its line when the prices were read from a file, else naming their source.
+ */
+function pricedCatalog(catalog: Catalog, prices: PriceOverridesFromFile): Catalog {
+  const { file } = prices;
+  if (file !== undefined) {
+    const problems = priceOverrideProblems(catalog, prices.overrides);
+    if (problems.length > 0)
+      throw new ValidationError(
+        file.path,
+        problems.map((p) => `${file.fieldAt(p.path)}: ${p.message}`),
+      );
+  }
+  return applyPriceOverrides(catalog, prices.overrides, prices.source);
 }
 
 /**
@@ -232,10 +280,7 @@ export function loadTraceFlags(
   const loaded = loadRequestCatalog({ catalogPath: o.catalog, ...(spotOpen ? { spot: {} } : {}) });
   // Applied here with the file's name, so an override of a type the catalog lacks names the file; the workers apply
   // the same overrides to the catalog they load (RunRequest.priceOverrides).
-  const catalog =
-    priceOverrides === undefined
-      ? loaded
-      : applyPriceOverrides(loaded, priceOverrides.overrides, priceOverrides.source);
+  const catalog = priceOverrides === undefined ? loaded : pricedCatalog(loaded, priceOverrides);
   const trace = loadRequestTrace({ trace: traceSpec }, catalog);
   if (trace.jobs.length === 0) throw new ValidationError(o.trace ?? o.format, ['the trace has no jobs']);
   return { traceSpec, catalog, trace };
@@ -337,13 +382,7 @@ function meansQueueSection(key: string): boolean {
 }
 
 export function readQueueConfigFile(path: string): QueueConfigFile {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (e) {
-    throw new ValidationError('--queue-config', [`cannot read ${path}: ${(e as Error).message}`]);
-  }
-  const file = parseWithLines(path, text);
+  const file = readFlagFileWithLines(path, '--queue-config');
   const { value } = file;
   if (typeof value !== 'object' || value === null || !Object.keys(value).some(meansQueueSection))
     return { queue: parseFileWith(queueSchema, file) };
@@ -402,12 +441,14 @@ export function addTraceOptions(command: Command): Command {
 
 /**
  * `--latency-config FILE`: the simulated network (zones, round trip per domain, noise, congestion episodes) in YAML or
- * JSON, validated with the errors naming the file and field. Returned as written; the run resolves it.
+ * JSON, validated as a controller config is: each problem names the file, the field with its line, an unknown key the
+ * field it likely meant. Returned as written (a file of comments only restates the defaults); the run resolves it.
  */
 export function readLatencyConfigFile(path: string): NetworkConfigInput {
-  const value = readYamlOrJsonFile(path, '--latency-config');
-  parseWith(networkConfigSchema, value ?? {}, path);
-  return (value ?? {}) as NetworkConfigInput;
+  const file = readFlagFileWithLines(path, '--latency-config');
+  const value = file.value ?? {};
+  parseFileWith(networkConfigSchema, { ...file, value });
+  return value as NetworkConfigInput;
 }
 
 /** One value of `--value-of-time`: `auto`, or $ per job-hour (a number a person can act on when it is wrong). */
