@@ -450,9 +450,10 @@ export class StateStoreError extends Error {
 }
 
 /**
- * The store failed, not the request: a damaged database file, or a value no store can hold (a caller's bug). Not a
- * StateStoreError, which is a conflict with the state a client caused (the API's 409, told to the client): this one
- * is the API's 500 and logged, its path and remedies for the operator's eyes, not a team's.
+ * The store failed, not the request: a damaged or read-only database, a statement the database refused (PostgresError;
+ * the API's 503 when it passes, a timeout or an unreachable server), or a value no store can hold (a caller's bug).
+ * Not a StateStoreError, which is a conflict with the state a client caused (the API's 409, told to the client): this
+ * one is the API's 500 and logged, its path and remedies for the operator's eyes, not a team's.
  */
 export class StateStoreFaultError extends Error {
   override name = 'StateStoreFaultError';

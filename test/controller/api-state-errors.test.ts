@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, expect, it, vi } from 'vitest';
 import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
@@ -12,8 +13,9 @@ import { ADMIN_TOKEN, FakeControllerService } from './api-fake-service.js';
 
 /**
  * What an API client is told when the PostgreSQL state fails a request, over a real socket: a passing condition (a
- * lock or statement timeout, a database it cannot reach) is 503 with a Retry-After, which clients retry; an error the
- * same request would meet again stays 409.
+ * lock or statement timeout, a database it cannot reach) is 503 with a Retry-After, which clients retry; a fault of
+ * the store (a read-only server, a constraint its own statement broke) is 500, logged with its SQLSTATE for the
+ * operator, as SQLite's faults are; only a conflict the request caused is 409.
  */
 
 const RESNET = parseJobSpec(
@@ -27,6 +29,7 @@ describeWithPostgres('API answers to PostgreSQL state errors', (pg) => {
   let server: ApiServer;
   let store: PostgresStateStore;
   let database: string;
+  const logged: Record<string, unknown>[] = [];
 
   beforeAll(async () => {
     const url = pg.server.createDatabase();
@@ -40,13 +43,26 @@ describeWithPostgres('API answers to PostgreSQL state errors', (pg) => {
         tcpUserTimeoutMs: 2000,
       },
     });
-    server = await startApiServer(service, { listen: '127.0.0.1:0', adminToken: ADMIN_TOKEN });
+    const log = pino(
+      { level: 'info' },
+      {
+        write: (line: string) => logged.push(JSON.parse(line) as Record<string, unknown>),
+      },
+    );
+    server = await startApiServer(service, { listen: '127.0.0.1:0', adminToken: ADMIN_TOKEN, logger: log });
   });
   afterAll(async () => {
     await server.close();
     store.close();
   });
-  afterEach(() => vi.restoreAllMocks());
+  afterEach(() => {
+    vi.restoreAllMocks();
+    logged.length = 0;
+  });
+
+  /** The error messages of the lines the API logged at error level. */
+  const loggedErrors = (): string[] =>
+    logged.filter((l) => l['level'] === 50).map((l) => String((l['err'] as { message?: unknown }).message));
 
   const getJob = async (): Promise<{ status: number; retryAfter: string | null; error: string }> => {
     const response = await fetch(`${server.url}/v1/jobs/job-1`, {
@@ -88,7 +104,7 @@ describeWithPostgres('API answers to PostgreSQL state errors', (pg) => {
     expect(answer.error).toMatch(/cannot connect to PostgreSQL/);
   });
 
-  it('keeps 409, without Retry-After, for an error that trying again would meet again', async () => {
+  it('answers 500 and logs the cause when a statement of the store breaks a constraint, as SQLite does', async () => {
     const connection = new PostgresConnection(pg.server.url(database), () => 0);
     try {
       vi.spyOn(service.store, 'getJob').mockImplementation(() => {
@@ -96,11 +112,45 @@ describeWithPostgres('API answers to PostgreSQL state errors', (pg) => {
         return undefined;
       });
       const answer = await getJob();
-      expect(answer.status).toBe(409);
-      expect(answer.retryAfter).toBeNull();
-      expect(answer.error).toMatch(/duplicate key/);
+      expect(answer).toEqual({ status: 500, retryAfter: null, error: 'internal error' });
+      expect(loggedErrors()).toEqual([
+        expect.stringMatching(/duplicate key.*\[SQLSTATE 23505, integrity constraint violation/),
+      ]);
     } finally {
       connection.close();
     }
+  });
+
+  it('answers 500 and logs "read-only server" when the server takes no writes', async () => {
+    const readOnly = new PostgresConnection(
+      `${pg.server.url(database)}?options=${encodeURIComponent('-c default_transaction_read_only=on')}`,
+      () => 0,
+    );
+    try {
+      vi.spyOn(service.store, 'getJob').mockImplementation(() => {
+        readOnly.run("UPDATE counters SET value = value + 1 WHERE name = 'jobs'");
+        return undefined;
+      });
+      const answer = await getJob();
+      expect(answer).toEqual({ status: 500, retryAfter: null, error: 'internal error' });
+      expect(loggedErrors()).toEqual([
+        expect.stringMatching(/read-only transaction \[SQLSTATE 25006, read-only server: /),
+      ]);
+    } finally {
+      readOnly.close();
+    }
+  });
+
+  it('keeps 409, unlogged, for a conflict with the state the request caused', async () => {
+    vi.spyOn(service.store, 'getJob').mockImplementation(() => {
+      const job = store.submitJob(RESNET);
+      store.setJobState(job.id, 'cancelled');
+      return store.setJobState(job.id, 'running');
+    });
+    const answer = await getJob();
+    expect(answer.status).toBe(409);
+    expect(answer.retryAfter).toBeNull();
+    expect(answer.error).toMatch(/cannot go from cancelled to running/);
+    expect(loggedErrors()).toEqual([]);
   });
 });

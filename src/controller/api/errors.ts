@@ -1,7 +1,12 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ValidationError } from '../../core/validation.js';
 import { FencedWriteError } from '../ha/lease.js';
-import { IllegalTransitionError, StateStoreError, UnknownRecordError } from '../state-store.js';
+import {
+  IllegalTransitionError,
+  StateStoreError,
+  StateStoreFaultError,
+  UnknownRecordError,
+} from '../state-store.js';
 import { PostgresError } from '../state/postgres/connection.js';
 import { isObjectStoreError } from '../../storage/object-store-error.js';
 import { InvalidObjectKeyError } from '../../storage/object-key.js';
@@ -71,6 +76,11 @@ export function toHttpError(
       undefined,
       STATE_RETRY_AFTER_SECONDS,
     );
+  // The store failed, not the request (a read-only or damaged database, a missing grant, a statement of the store's
+  // own the database refused): the server's fault, logged with its cause for the operator, not told to the client.
+  if (error instanceof StateStoreFaultError) return new HttpError(500, 'internal error');
+  // What is left is a conflict with the state the request caused (a move out of a final state, a token already
+  // registered): the same request would meet it again.
   if (error instanceof StateStoreError) return new HttpError(409, error.message);
   // A key built from what the client sent that no store may hold: the request is at fault, not the store.
   if (error instanceof InvalidObjectKeyError) return new HttpError(400, error.message);

@@ -1,16 +1,19 @@
-import { StateStoreError } from '../../state-store.js';
+import { StateStoreError, StateStoreFaultError } from '../../state-store.js';
 import type { NumberedTable, Param, Row, SqlConnection } from '../sql/connection.js';
 import { checkParams } from '../sql/parameter-check.js';
 import { boundedConninfo, redactUrl, type ConnectionBounds } from './conninfo.js';
 import { CONNECTION_BAD, endNativeClient, newNativeClient, type NativeClient } from './native-client.js';
+import { describeSqlState } from './sql-state.js';
 
 /**
  * A statement PostgreSQL refused, or a connection it did not give, with its SQLSTATE (e.g. 23505 unique violation,
- * 57014 statement timeout). `transient` when the same request may well succeed if tried again shortly: the server was
- * unreachable or the connection lost, a timeout, a lock or serialization conflict, a server shutting down or short of
- * resources (the API answers 503 to those, not 409).
+ * 57014 statement timeout), which the message names with its meaning. `transient` when the same request may well
+ * succeed if tried again shortly: the server was unreachable or the connection lost, a timeout, a lock or
+ * serialization conflict, a server shutting down or short of resources (the API answers 503). Any other is a fault
+ * of the store, not of the request (a read-only server, a missing grant, damaged data, a constraint the store's own
+ * statement broke): the API's 500, logged for the operator.
  */
-export class PostgresError extends StateStoreError {
+export class PostgresError extends StateStoreFaultError {
   override name = 'PostgresError';
   readonly transient: boolean;
   constructor(
@@ -44,6 +47,18 @@ export function isTransientSqlState(sqlState: string | undefined): boolean {
  */
 export type CommitCheck = () => void;
 
+/** PQtransactionStatus inside a transaction a failed statement aborted: only a rollback is accepted. */
+const TRANSACTION_FAILED = 3;
+
+/** SQLSTATE of a statement sent after the transaction it is part of failed. */
+const IN_FAILED_TRANSACTION = '25P02';
+
+/** The statement that aborted the open transaction, and how. */
+interface FailedStatement {
+  readonly statement: string;
+  readonly error: PostgresError;
+}
+
 /**
  * One PostgreSQL connection (pg-native, synchronous) as an SqlConnection. Nested transactions are savepoints. The
  * shared queries' `?` parameters become `$n`. A connection found broken after a failure is replaced before the next
@@ -60,6 +75,8 @@ export class PostgresConnection implements SqlConnection {
   private broken = false;
   private closed = false;
   private commitCheck: CommitCheck | undefined;
+  /** The first statement that failed since the transaction (or the savepoint rolled back to) was last sound. */
+  private failed: FailedStatement | undefined;
 
   constructor(
     private readonly url: string,
@@ -92,12 +109,17 @@ export class PostgresConnection implements SqlConnection {
   transaction<T>(fn: () => T): T {
     const outer = this.depth === 0;
     const savepoint = `fleetwise_${this.depth}`;
-    if (outer) this.retriedOnNewConnection(() => this.execute('BEGIN', []));
-    else this.execute(`SAVEPOINT ${savepoint}`, []);
+    if (outer) {
+      this.retriedOnNewConnection(() => this.execute('BEGIN', []));
+      this.failed = undefined;
+    } else this.execute(`SAVEPOINT ${savepoint}`, []);
     this.depth += 1;
     try {
       const result = fn();
       if (isThenable(result)) throw new StateStoreError('a transaction function must not be async');
+      // A statement failed and `fn` caught the error: PostgreSQL aborted the transaction, and COMMIT would quietly
+      // roll it back (RELEASE would fail) while the caller believed its writes made. Say so instead.
+      this.throwIfAborted();
       if (outer) {
         if (this.wrote) this.commitCheck?.();
         this.execute('COMMIT', []);
@@ -108,14 +130,35 @@ export class PostgresConnection implements SqlConnection {
       throw e;
     } finally {
       this.depth -= 1;
-      if (outer) this.wrote = false;
+      if (outer) {
+        this.wrote = false;
+        this.failed = undefined;
+      }
     }
+  }
+
+  private throwIfAborted(): void {
+    if (this.client.pq.transactionStatus() !== TRANSACTION_FAILED) return;
+    const failed = this.failed;
+    if (failed === undefined)
+      throw new PostgresError(
+        'PostgreSQL: the transaction failed, and the failure was not passed on; rolled back, nothing of it written',
+        undefined,
+      );
+    throw new PostgresError(
+      `PostgreSQL: the transaction failed at \`${failed.statement}\` (${failed.error.message}), and the failure was ` +
+        'not passed on; rolled back, nothing of it written',
+      failed.error.sqlState,
+      failed.error.transient,
+    );
   }
 
   /** Undo after a failure; a rollback that fails too (connection lost) leaves the error that caused it to be seen. */
   private rollback(sql: string): void {
     try {
       this.execute(sql, []);
+      // Rolled back to a savepoint, the transaction is sound again.
+      this.failed = undefined;
     } catch {
       // the original error says what went wrong
     }
@@ -182,7 +225,7 @@ export class PostgresConnection implements SqlConnection {
     try {
       this.client.querySync(sql);
     } catch (e) {
-      throw this.failure(e);
+      throw this.failure(e, sql);
     }
   }
 
@@ -209,22 +252,34 @@ export class PostgresConnection implements SqlConnection {
         sent.map((p) => (p === null ? null : String(p))),
       );
     } catch (e) {
-      throw this.failure(e);
+      throw this.failure(e, asWritten);
     }
   }
 
-  private failure(e: unknown): PostgresError {
+  /** `statement`: what failed, as its caller wrote it, remembered when it aborts the open transaction. */
+  private failure(e: unknown, statement: string): PostgresError {
     if (this.client.pq.transactionStatus() === CONNECTION_BAD) this.broken = true;
     const fields = this.client.pq.resultErrorFields();
     const primary = fields?.messagePrimary ?? firstLine(e instanceof Error ? e.message : String(e));
     const detail = fields?.messageDetail === undefined ? '' : ` (${fields.messageDetail})`;
     const sqlState = fields?.sqlState;
+    const meaning = sqlState === undefined ? '' : ` [${describeSqlState(sqlState)}]`;
+    // A statement refused because an earlier one failed: the earlier one is the cause, and says whether it passes.
+    const cause = sqlState === IN_FAILED_TRANSACTION ? this.failed : undefined;
+    const earlier =
+      cause === undefined
+        ? ''
+        : `; the transaction had failed at \`${cause.statement}\`: ${cause.error.message}`;
     // A connection that broke has no SQLSTATE, and is replaced before the next transaction: worth trying again.
-    return new PostgresError(
-      `PostgreSQL: ${primary}${detail}`,
+    const error = new PostgresError(
+      `PostgreSQL: ${primary}${detail}${meaning}${earlier}`,
       sqlState,
-      this.broken || isTransientSqlState(sqlState),
+      this.broken || isTransientSqlState(sqlState) || cause?.error.transient === true,
     );
+    // PostgreSQL ends a transaction's use at its first failed statement: that one is what a later COMMIT reports.
+    if (this.depth > 0 && this.client.pq.transactionStatus() === TRANSACTION_FAILED)
+      this.failed ??= { statement: statementHead(statement), error };
+    return error;
   }
 
   /**
@@ -273,6 +328,12 @@ function isThenable(value: unknown): boolean {
   return (
     typeof value === 'object' && value !== null && typeof (value as { then?: unknown }).then === 'function'
   );
+}
+
+/** A statement on one line, shortened: enough to tell which it is. */
+function statementHead(sql: string): string {
+  const flat = sql.replace(/\s+/g, ' ').trim();
+  return flat.length > 80 ? `${flat.slice(0, 80)}…` : flat;
 }
 
 function firstLine(message: string): string {

@@ -2,6 +2,7 @@ import type { EventFilter, EventInput, EventRecord } from '../../state-store.js'
 import { checkEvent } from '../lifecycle.js';
 import { Where, type Row, type SqlConnection } from './connection.js';
 import { eventFromRow } from './rows.js';
+import { afterBound, rowLimit } from './query-bounds.js';
 
 /** The append-only event log; the other queries append to it in their own transactions. */
 export class EventQueries {
@@ -14,13 +15,13 @@ export class EventQueries {
 
   listEvents(filter: EventFilter = {}): EventRecord[] {
     const where = new Where();
-    if (filter.afterSeq !== undefined) where.raw('seq > ?', filter.afterSeq);
+    if (filter.afterSeq !== undefined) where.raw('seq > ?', afterBound(filter.afterSeq));
     where.eq('job_id', filter.jobId);
     where.eq('task_id', filter.taskId);
     where.eq('instance_id', filter.instanceId);
     where.eq('kind', filter.kind);
     where.in('kind', filter.kinds);
-    const limit = Math.max(0, Math.floor(filter.limit ?? Number.MAX_SAFE_INTEGER));
+    const limit = rowLimit(filter.limit ?? Number.MAX_SAFE_INTEGER);
     return this.connection
       .all(
         `SELECT * FROM events ${where.sql()} ORDER BY seq ${filter.newestFirst === true ? 'DESC' : 'ASC'} LIMIT ?`,
@@ -36,7 +37,7 @@ export class EventQueries {
         'DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE kind = ? AND at_seconds < ? ORDER BY seq LIMIT ?)',
         kind,
         beforeSeconds,
-        Math.max(0, Math.floor(limit)),
+        rowLimit(limit),
       ),
     );
   }

@@ -8,6 +8,7 @@ import {
 import { checkIntent } from '../lifecycle.js';
 import { Where, type SqlConnection } from './connection.js';
 import { intentFromRow } from './rows.js';
+import { isRecordNumber, rowLimit } from './query-bounds.js';
 
 /** Intents: written before a side effect, completed or failed after it. */
 export class IntentQueries {
@@ -70,12 +71,13 @@ export class IntentQueries {
         `DELETE FROM intents WHERE id IN (SELECT id FROM intents
            WHERE state <> 'pending' AND kind <> 'launch' AND updated_at < ? ORDER BY id LIMIT ?)`,
         beforeSeconds,
-        Math.max(0, Math.floor(limit)),
+        rowLimit(limit),
       ),
     );
   }
 
   getIntent(id: number): IntentRecord | undefined {
+    if (!isRecordNumber(id)) return undefined;
     const row = this.connection.get('SELECT * FROM intents WHERE id = ?', id);
     return row === undefined ? undefined : intentFromRow(row);
   }

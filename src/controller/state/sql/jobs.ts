@@ -34,6 +34,7 @@ import type { EventQueries } from './events.js';
 import type { InstanceQueries } from './instances.js';
 import { deepFreeze, RecordCache } from './record-cache.js';
 import { jobRecordFromRow, parseStoredSpec, taskFromRow } from './rows.js';
+import { rowLimit } from './query-bounds.js';
 
 /** Parsed specs and job records kept: more than the live jobs of a large cluster, a few MB each. */
 const SPEC_CACHE_SIZE = 20_000;
@@ -122,9 +123,14 @@ export class JobQueries {
 
   listJobs(filter: JobFilter = {}): JobRecord[] {
     const where = jobWhere(filter);
-    const limit = filter.limit === undefined ? '' : ` LIMIT ${Math.max(0, Math.floor(filter.limit))}`;
+    // Bound, not written into the statement: a limit that is no number is refused as the memory store refuses it.
+    const limit = filter.limit === undefined ? [] : [rowLimit(filter.limit)];
     return this.connection
-      .all(`SELECT * FROM jobs ${where.sql()} ORDER BY seq${limit}`, ...where.params)
+      .all(
+        `SELECT * FROM jobs ${where.sql()} ORDER BY seq${limit.length === 0 ? '' : ' LIMIT ?'}`,
+        ...where.params,
+        ...limit,
+      )
       .map((row) => jobRecordFromRow(row, this.specs.specOf));
   }
 

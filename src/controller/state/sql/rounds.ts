@@ -1,6 +1,7 @@
 import type { RoundInput, RoundRecord, RoundWindow } from '../../state-store.js';
 import type { SqlConnection } from './connection.js';
 import { roundFromRow } from './rows.js';
+import { isRecordNumber, rowLimit } from './query-bounds.js';
 
 /** One plan-and-decision record per scheduling round (the `plans` table). */
 export class RoundQueries {
@@ -23,6 +24,7 @@ export class RoundQueries {
   }
 
   getRound(round: number): RoundRecord | undefined {
+    if (!isRecordNumber(round)) return undefined;
     const row = this.connection.get('SELECT * FROM plans WHERE round = ?', round);
     return row === undefined ? undefined : roundFromRow(row);
   }
@@ -45,11 +47,7 @@ export class RoundQueries {
     }
     const filter = where.length === 0 ? '' : ` WHERE ${where.join(' AND ')}`;
     return this.connection
-      .all(
-        `SELECT * FROM plans${filter} ORDER BY round DESC LIMIT ?`,
-        ...params,
-        Math.max(0, Math.floor(limit)),
-      )
+      .all(`SELECT * FROM plans${filter} ORDER BY round DESC LIMIT ?`, ...params, rowLimit(limit))
       .map(roundFromRow);
   }
 
@@ -57,7 +55,7 @@ export class RoundQueries {
     return this.connection.transaction(() =>
       this.connection.run(
         'DELETE FROM plans WHERE round NOT IN (SELECT round FROM plans ORDER BY round DESC LIMIT ?)',
-        Math.max(0, Math.floor(keep)),
+        rowLimit(keep),
       ),
     );
   }
