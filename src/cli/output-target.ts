@@ -1,6 +1,18 @@
-import { accessSync, constants, statfsSync, statSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import {
+  accessSync,
+  closeSync,
+  constants,
+  existsSync,
+  openSync,
+  readlinkSync,
+  readSync,
+  realpathSync,
+  statfsSync,
+  statSync,
+} from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { ValidationError } from '../core/validation.js';
+import { ADMIN_TOKEN_FILE } from './local-state.js';
 
 /**
  * Where a command will write, checked before it does work that may take minutes: a run whose results cannot be
@@ -15,12 +27,103 @@ function kindOf(path: string): 'directory' | 'file' | 'missing' {
   }
 }
 
-/** A file to write: not a directory, in a directory that exists. */
+/**
+ * Where writing `path` really lands: through symlinks, a dangling one included (writing through it creates its
+ * target), of the file or else of its directory (a file not written yet).
+ */
+export function realTarget(path: string): string {
+  let at = resolve(path);
+  // Bounded as the kernel bounds a chain of links: a loop ends here, and its write fails later with ELOOP.
+  for (let hops = 0; hops < 40; hops += 1) {
+    try {
+      return realpathSync(at);
+    } catch {
+      // missing, or a link to something missing: followed below
+    }
+    let link: string;
+    try {
+      link = readlinkSync(at);
+    } catch {
+      try {
+        return join(realpathSync(dirname(at)), basename(at));
+      } catch {
+        return at;
+      }
+    }
+    at = resolve(dirname(at), link);
+  }
+  return at;
+}
+
+/** The first 16 bytes of every SQLite database file, the controller's state among them. */
+const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
+
+/** Whether `path` is an existing regular file holding a SQLite database; only a regular file is read (a FIFO blocks). */
+function isSqliteDatabase(path: string): boolean {
+  let fd: number | undefined;
+  try {
+    if (!statSync(path).isFile()) return false;
+    fd = openSync(path, 'r');
+    const head = Buffer.alloc(SQLITE_HEADER.length);
+    return readSync(fd, head, 0, head.length, 0) === head.length && head.equals(SQLITE_HEADER);
+  } catch {
+    return false; // unreadable: nothing to tell from, and the write is checked where it happens
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/**
+ * Files only a controller writes in its state directory (`state-dir-lock.ts`, `commands/controller/secrets.ts`),
+ * named here so that checking a path loads no controller module.
+ */
+const CONTROLLER_FILES = ['controller.pid', 'controller.lock', ADMIN_TOKEN_FILE, 'worker-token'];
+/** The controller's SQLite state (`commands/controller/state-dir.ts` DB_FILE). */
+const STATE_DB_FILE = 'state.db';
+
+/**
+ * The fleetwise state directory a file written to `real` (a real path) would land in, and the file that marks it:
+ * its own directory when that holds the state database or a controller's files, else the nearest directory above
+ * holding a controller's files (its object store, instance directories). A `state.db` alone marks only the file's
+ * own directory: other programs name their databases so too, and one in a home directory must not refuse every file
+ * below it.
+ */
+function enclosingStateDirectory(real: string): { readonly dir: string; readonly mark: string } | undefined {
+  let dir = dirname(real);
+  let marks = [STATE_DB_FILE, ...CONTROLLER_FILES];
+  for (;;) {
+    const mark = marks.find((name) => existsSync(join(dir, name)));
+    if (mark !== undefined) return { dir, mark };
+    const parent = dirname(dir);
+    if (parent === dir) return undefined;
+    dir = parent;
+    marks = CONTROLLER_FILES;
+  }
+}
+
+/**
+ * A file to write: not a directory, in a directory that exists, and never a controller's state. Writing JSON over
+ * the state database (or beside it, over its WAL, its tokens) loses that state for good and keeps the controller
+ * from starting again; a SQLite database is refused whatever its name and however it is reached (a symlink, a hard
+ * link), and so is every path in a state directory.
+ */
 export function checkOutputFile(path: string, flag: string): void {
   if (kindOf(path) === 'directory') throw new ValidationError(flag, [`${path} is a directory, not a file`]);
   const directory = dirname(resolve(path));
   if (kindOf(directory) !== 'directory')
     throw new ValidationError(flag, [`${directory} is not a directory to write ${path} in`]);
+  const real = realTarget(path);
+  const shown = real === resolve(path) ? path : `${path} (${real})`;
+  if (isSqliteDatabase(path))
+    throw new ValidationError(flag, [
+      `${shown} is a SQLite database, which looks like a controller's state database: it will not be overwritten; write elsewhere`,
+    ]);
+  const stateDir = enclosingStateDirectory(real);
+  if (stateDir !== undefined)
+    throw new ValidationError(flag, [
+      `${shown} is in ${stateDir.dir}, a fleetwise controller's state directory (it holds ${stateDir.mark}): ` +
+        'write it elsewhere',
+    ]);
 }
 
 /**

@@ -1,8 +1,9 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { linkSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
+import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { NoPackingScheduler } from '../../src/scheduler/baselines/no-packing.js';
 import { ColocationTable } from '../../src/scheduler/colocation-table.js';
 import { serializedColocationTableSchema } from '../../src/scheduler/colocation-table-schema.js';
@@ -124,5 +125,36 @@ describe('fleetwise colocation (CLI subprocess)', () => {
     const nowhere = await cli(eva, ['--out', join(scratch, 'no-such-dir', 'x.json')]);
     expect(nowhere.code).toBe(2);
     expect(nowhere.stderr).toMatch(/--out[\s\S]*no-such-dir is not a directory/);
+  });
+
+  it("never writes the table over a controller's state database, nor into its state directory", async () => {
+    const stateDir = join(scratch, 'state');
+    mkdirSync(stateDir);
+    const stateDb = join(stateDir, 'state.db');
+    const store = new SqliteStateStore(stateDb);
+    store.addTeamToken('vision', TEAM, 'test');
+    store.close();
+    const before = readFileSync(stateDb);
+    linkSync(stateDb, join(scratch, 'hard-link.json'));
+    const database =
+      /invalid input: --out\n {2}- .* is a SQLite database, which looks like a controller's state database: it will not be overwritten/;
+    const directory =
+      /invalid input: --out\n {2}- .* is in .*state, a fleetwise controller's state directory \(it holds state\.db\): write it elsewhere/;
+    const cases: [string, RegExp][] = [
+      [stateDb, database],
+      [join(scratch, 'hard-link.json'), database],
+      [join(stateDir, 'state.db-wal'), directory],
+      [join(stateDir, 'learned.json'), directory],
+    ];
+    for (const [target, message] of cases) {
+      const out = await cli(eva, ['--out', target]);
+      expect(out.code, target).toBe(2);
+      expect(out.stderr, target).toMatch(message);
+      expect(out.stdout).toBe('');
+    }
+    expect(readFileSync(stateDb).equals(before)).toBe(true);
+    const reopened = new SqliteStateStore(stateDb);
+    expect(reopened.teamForToken(TEAM)).toBe('vision');
+    reopened.close();
   });
 });

@@ -1,6 +1,7 @@
 import {
   copyFileSync,
   existsSync,
+  linkSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -162,9 +163,11 @@ describe('fleetwise export-trace → simulate (CLI subprocess)', () => {
 
   it('writes the co-location table the controller learned with --colocation-table, which a replay starts from', async () => {
     const { dir: learnedDir, table } = learnedState('learned-state');
-    const trace = join(learnedDir, 'history.json');
-    const tableFile = join(learnedDir, 'table.json');
-    const again = join(learnedDir, 'again.json');
+    const outputs = join(tmp, 'learned-out');
+    mkdirSync(outputs);
+    const trace = join(outputs, 'history.json');
+    const tableFile = join(outputs, 'table.json');
+    const again = join(outputs, 'again.json');
     const out = await runCli([
       'export-trace',
       '--state-dir',
@@ -214,22 +217,24 @@ describe('fleetwise export-trace → simulate (CLI subprocess)', () => {
 
   it('refuses --out and --colocation-table naming one file, by another path or through a symlink', async () => {
     const { dir } = learnedState('one-file-state');
-    const target = join(dir, 'trace.json');
+    const outputs = join(tmp, 'one-file-out');
+    mkdirSync(outputs);
+    const target = join(outputs, 'trace.json');
     writeFileSync(target, 'kept\n');
-    symlinkSync(target, join(dir, 'link.json'));
+    symlinkSync(target, join(outputs, 'link.json'));
     const [same, linked] = await Promise.all([
       runCli(
         [
           'export-trace',
           '--state-dir',
-          '.',
+          dir,
           '--out',
           'same.json',
           '--colocation-table',
-          join(dir, 'same.json'),
+          join(outputs, 'same.json'),
         ],
         process.env,
-        { cwd: dir },
+        { cwd: outputs },
       ),
       runCli([
         'export-trace',
@@ -238,26 +243,92 @@ describe('fleetwise export-trace → simulate (CLI subprocess)', () => {
         '--out',
         target,
         '--colocation-table',
-        join(dir, 'link.json'),
+        join(outputs, 'link.json'),
       ]),
     ]);
     expect(same.code).toBe(2);
     expect(same.stderr).toContain('invalid input: --out / --colocation-table');
     expect(same.stderr).toContain('are the same file');
-    expect(existsSync(join(dir, 'same.json'))).toBe(false);
+    expect(existsSync(join(outputs, 'same.json'))).toBe(false);
     expect(linked.code).toBe(2);
     expect(linked.stderr).toContain('--out / --colocation-table');
     expect(readFileSync(target, 'utf8')).toBe('kept\n');
 
     // Two files: both written, as before.
     const apart = await runCli(
-      ['export-trace', '--state-dir', '.', '--out', 'trace.json', '--colocation-table', 'table.json'],
+      ['export-trace', '--state-dir', dir, '--out', 'trace.json', '--colocation-table', 'table.json'],
       process.env,
-      { cwd: dir },
+      { cwd: outputs },
     );
     expect(apart.code, apart.stderr).toBe(0);
     expect((JSON.parse(readFileSync(target, 'utf8')) as FleetwiseTraceDocument).jobs).toHaveLength(3);
-    expect(existsSync(join(dir, 'table.json'))).toBe(true);
+    expect(existsSync(join(outputs, 'table.json'))).toBe(true);
+  });
+
+  it('never writes over the state it reads, nor into any state directory, and still writes elsewhere', async () => {
+    const { dir } = learnedState('guarded-state');
+    const { dir: otherState } = learnedState('another-controller-state');
+    const stateDb = join(dir, 'state.db');
+    const before = readFileSync(stateDb);
+    const outputs = join(tmp, 'guarded-out');
+    mkdirSync(outputs);
+    symlinkSync(stateDb, join(outputs, 'link.json'));
+    linkSync(stateDb, join(outputs, 'hard-link.json'));
+    // A SQLite file outside any state directory: a copy of the state kept aside, say.
+    copyFileSync(stateDb, join(outputs, 'kept.db'));
+    const readDatabase =
+      /invalid input: --(out|colocation-table) \/ --state-dir\n {2}- .* is the controller's state database this export reads \(.*guarded-state\/state\.db\): it will not be overwritten/;
+    const readDirectory =
+      /invalid input: --(out|colocation-table) \/ --state-dir\n {2}- .* is in .*guarded-state, the controller's state directory this export reads: write it elsewhere/;
+    const cases: [readonly string[], RegExp][] = [
+      [['--out', stateDb], readDatabase],
+      [['--colocation-table', stateDb], readDatabase],
+      [['--out', join(outputs, 'link.json')], readDatabase],
+      [['--colocation-table', join(outputs, 'hard-link.json')], readDatabase],
+      [['--out', join(dir, 'state.db-wal')], readDirectory],
+      [['--out', join(outputs, 'trace.json'), '--colocation-table', join(dir, 'table.json')], readDirectory],
+      [
+        ['--out', join(outputs, 'kept.db')],
+        /invalid input: --out\n {2}- .*kept\.db is a SQLite database, which looks like a controller's state database: it will not be overwritten/,
+      ],
+      [
+        ['--out', join(otherState, 'trace.json')],
+        /invalid input: --out\n {2}- .* is in .*another-controller-state, a fleetwise controller's state directory \(it holds state\.db\): write it elsewhere/,
+      ],
+    ];
+    const results = await Promise.all(
+      cases.map(([args]) => runCli(['export-trace', '--state-dir', dir, ...args])),
+    );
+    results.forEach((r, i) => {
+      const [args, message] = cases[i] as [readonly string[], RegExp];
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr, args.join(' ')).toMatch(message);
+      expect(r.stdout).toBe('');
+    });
+    expect(readFileSync(stateDb).equals(before)).toBe(true);
+    expect(readFileSync(join(outputs, 'kept.db')).equals(before)).toBe(true);
+    for (const written of [
+      join(outputs, 'trace.json'),
+      join(dir, 'table.json'),
+      join(otherState, 'trace.json'),
+    ])
+      expect(existsSync(written), written).toBe(false);
+
+    // The state is whole, and a trace and table outside any state directory are written as before.
+    const exported = await runCli([
+      'export-trace',
+      '--state-dir',
+      dir,
+      '--out',
+      join(outputs, 'trace.json'),
+      '--colocation-table',
+      join(outputs, 'table.json'),
+    ]);
+    expect(exported.code, exported.stderr).toBe(0);
+    expect(
+      (JSON.parse(readFileSync(join(outputs, 'trace.json'), 'utf8')) as FleetwiseTraceDocument).jobs,
+    ).toHaveLength(3);
+    expect(existsSync(join(outputs, 'table.json'))).toBe(true);
   });
 
   it('refuses a state directory without a fleetwise database, naming the file', async () => {

@@ -1,5 +1,5 @@
-import { realpathSync, statSync, writeFileSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { statSync, writeFileSync } from 'node:fs';
+import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { parseWith, ValidationError } from '../../core/validation.js';
@@ -11,7 +11,7 @@ import {
 import { historyTrace, type StateHistory } from '../../sim/controller-runtime/state-history.js';
 import type { SerializedColocationTable } from '../../scheduler/colocation-table.js';
 import { serializedColocationTableSchema } from '../../scheduler/colocation-table-schema.js';
-import { checkOutputFile } from '../output-target.js';
+import { checkOutputFile, realTarget } from '../output-target.js';
 import { writeColocationTableFile } from './colocation-table-file.js';
 import { DB_FILE } from './controller.js';
 
@@ -50,20 +50,6 @@ function savedColocationTable(history: StateHistory, where: string): SerializedC
   return parseWith(serializedColocationTableSchema, table, `${where}: the saved co-location table`);
 }
 
-/** Where `path` really is: through symlinks, of the file or else of its directory (a file not written yet). */
-function realTarget(path: string): string {
-  const absolute = resolve(path);
-  try {
-    return realpathSync(absolute);
-  } catch {
-    try {
-      return join(realpathSync(dirname(absolute)), basename(absolute));
-    } catch {
-      return absolute;
-    }
-  }
-}
-
 /** Whether two paths name one file: the same real path, or (hard links) the same existing inode. */
 function sameFile(a: string, b: string): boolean {
   if (realTarget(a) === realTarget(b)) return true;
@@ -73,6 +59,27 @@ function sameFile(a: string, b: string): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * An output inside the state directory this export reads, refused naming `--state-dir`: written there, it could
+ * replace the database, its WAL or a token the controller keeps there. `checkOutputFile` refuses any state directory
+ * too; this refusal names the one the command was given, and holds even before that directory has a database.
+ */
+function checkOutsideStateDir(target: string, flag: string, stateDir: string): void {
+  const dir = realTarget(stateDir);
+  const db = join(dir, DB_FILE);
+  const real = realTarget(target);
+  const below = relative(dir, real);
+  const inside = below === '' || !(below === '..' || below.startsWith(`..${sep}`) || isAbsolute(below));
+  if (sameFile(target, db))
+    throw new ValidationError(`${flag} / --state-dir`, [
+      `${target} is the controller's state database this export reads (${db}): it will not be overwritten`,
+    ]);
+  if (inside)
+    throw new ValidationError(`${flag} / --state-dir`, [
+      `${target} is in ${dir}, the controller's state directory this export reads: write it elsewhere`,
+    ]);
 }
 
 export function runExportTrace(flags: ExportTraceFlags): void {
@@ -87,9 +94,17 @@ export function runExportTrace(flags: ExportTraceFlags): void {
     'fleetwise export-trace',
   );
   const tableFile = options['--colocation-table'];
+  const postgresUrl = options['--state'];
+  const targets = [
+    { file: options['--out'], flag: '--out' },
+    { file: tableFile, flag: '--colocation-table' },
+  ];
   // Both targets are checked before anything is read or written, so a failed export leaves no half of itself behind.
-  if (options['--out'] !== undefined) checkOutputFile(options['--out'], '--out');
-  if (tableFile !== undefined) checkOutputFile(tableFile, '--colocation-table');
+  for (const { file, flag } of targets) {
+    if (file === undefined) continue;
+    if (postgresUrl === undefined) checkOutsideStateDir(file, flag, options['--state-dir']);
+    checkOutputFile(file, flag);
+  }
   // The table is written second: into the trace's file, it would replace the trace after both were reported written.
   if (options['--out'] !== undefined && tableFile !== undefined && sameFile(options['--out'], tableFile))
     throw new ValidationError('--out / --colocation-table', [
@@ -98,7 +113,6 @@ export function runExportTrace(flags: ExportTraceFlags): void {
   const read = { schedulerState: tableFile !== undefined };
   // A PostgreSQL state is where the controller keeps everything when it was given one; its state directory then
   // holds no database, so `--state` wins and the controller's own flags can be passed as they are.
-  const postgresUrl = options['--state'];
   const source =
     postgresUrl === undefined
       ? { where: join(resolve(options['--state-dir']), DB_FILE), name: options['--state-dir'] }
