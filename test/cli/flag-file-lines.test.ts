@@ -1,13 +1,14 @@
 /**
  * `--price-overrides FILE` and `--latency-config FILE` problems read as a controller config's do: each names the file,
  * the field with its line in the file and, for an unknown key, the field it most likely meant. Every command taking
- * the flags says so: simulate, bench arms (an arm's flags), tune and bench bound.
+ * the flags says so: simulate, bench arms (an arm's flags), tune and bench bound. So do `--colocation-table` files.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { planSimulateRun } from '../../src/cli/commands/bench-arms.js';
+import { readColocationTableFile } from '../../src/cli/commands/colocation-table-file.js';
 import { readLatencyConfigFile } from '../../src/cli/commands/sim-flags.js';
 import { parseSimulateArgs } from '../../src/cli/commands/simulate.js';
 import { simulationPlan } from '../../src/cli/commands/simulate-plan.js';
@@ -187,5 +188,50 @@ describe('a --latency-config file', () => {
     expect(
       refusal(() => planSimulateRun(['--scheduler', 'eva', '--latency-config', path], 'arm b', 'b')),
     ).toMatchObject({ source: path, problems: ['noize (line 2): unknown field, did you mean noise?'] });
+  });
+});
+
+describe('a --colocation-table file', () => {
+  it('names a bad entry, a misspelled field (with the one it likely meant) and a repeated entry with their lines', () => {
+    const entry = (target: string, mean: number): string[] => [
+      '  {',
+      `   "target": "${target}",`,
+      '   "others": ["b"],',
+      `   "mean": ${mean},`,
+      '   "count": 3',
+      '  },',
+    ];
+    const path = file(
+      [
+        '{',
+        ' "defaultRate": 0.95,',
+        ' "entries": [',
+        ...entry('a', 0.9), // lines 4-9
+        ...entry('c', -0.5), // lines 10-15: mean on line 13
+        '  {"target": "a", "others": ["b"], "mean": 0.8, "count": 2},', // line 16
+        '  {"target": "d", "others": ["b"], "meen": 0.8, "count": 2}', // line 17
+        ' ]',
+        '}',
+      ],
+      'json',
+    );
+    const e = refusal(() => readColocationTableFile(path));
+    expect(e.source).toBe(path);
+    expect(e.problems).toEqual([
+      'entries.1.mean (line 13): must be > 0',
+      'entries.3.mean (line 17): Invalid input: expected number, received undefined',
+      'entries.3.meen (line 17): unknown field, did you mean mean?',
+    ]);
+    // Entries well formed, one of them twice.
+    const twice = file([
+      'defaultRate: 0.95',
+      'entries:',
+      '  - { target: a, others: [b], mean: 0.9, count: 3 }',
+      '  - { target: c, others: [b], mean: 0.7, count: 1 }',
+      '  - { target: a, others: [b], mean: 0.8, count: 2 }', // line 5
+    ]);
+    expect(refusal(() => readColocationTableFile(twice)).problems).toEqual([
+      'entries.2 (line 5): a beside b again (entries.0 has it)',
+    ]);
   });
 });

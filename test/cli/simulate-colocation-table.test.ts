@@ -1,7 +1,8 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import type { SerializedColocationTable } from '../../src/scheduler/colocation-table.js';
 import { serializedColocationTableSchema } from '../../src/scheduler/colocation-table-schema.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
@@ -65,6 +66,11 @@ describe('simulate --colocation-table', () => {
   }, 180_000);
 
   it('names the flag or field and why, before running anything', async () => {
+    const stateDir = join(scratch, 'state');
+    mkdirSync(stateDir);
+    const stateDb = join(stateDir, 'state.db');
+    new SqliteStateStore(stateDb).close();
+    const before = readFileSync(stateDb);
     const bad = join(scratch, 'bad.json');
     writeFileSync(
       bad,
@@ -73,7 +79,7 @@ describe('simulate --colocation-table', () => {
     const cases: [string[], RegExp][] = [
       [
         ['--colocation-table', bad],
-        /bad\.json[\s\S]*defaultRate: must be ≤ 1[\s\S]*entries\.0\.others[\s\S]*entries\.0\.count: must be ≥ 1/,
+        /bad\.json[\s\S]*defaultRate \(line 1\): must be ≤ 1[\s\S]*entries\.0\.others \(line 1\)[\s\S]*entries\.0\.count \(line 1\): must be ≥ 1/,
       ],
       [
         ['--colocation-table', join(scratch, 'missing.json')],
@@ -88,6 +94,15 @@ describe('simulate --colocation-table', () => {
         /exactly one Eva run; this command makes 2/,
       ],
       [['--save-colocation-table', join(scratch, 'no-such-dir', 'x.json')], /no-such-dir is not a directory/],
+      // A controller's state: its database is never overwritten, nor anything beside it.
+      [
+        ['--save-colocation-table', stateDb],
+        /invalid input: --save-colocation-table","details":\[".*state\.db is a SQLite database, which looks like a controller's state database: it will not be overwritten/,
+      ],
+      [
+        ['--save-colocation-table', join(stateDir, 'table.json')],
+        /invalid input: --save-colocation-table","details":\[".* is in .*state, a fleetwise controller's state directory \(it holds state\.db\): write it elsewhere/,
+      ],
     ];
     for (const [args, message] of cases) {
       const r = await runCli([...PAI, ...args]);
@@ -95,5 +110,6 @@ describe('simulate --colocation-table', () => {
       expect(r.stderr).toMatch(message);
       expect(r.stdout).toBe('');
     }
+    expect(readFileSync(stateDb).equals(before)).toBe(true);
   }, 60_000);
 });
