@@ -69,5 +69,29 @@ export async function buildProgram(jsonErrors = false, only?: string): Promise<C
     });
   const wanted = SUBCOMMANDS.filter(([name]) => only === undefined || name === only);
   for (const register of await Promise.all(wanted.map(([, load]) => load()))) register(program);
-  return program;
+  return checkRequiredOptionsLast(program);
+}
+
+/**
+ * Commander checks required options before unknown ones, so a misspelled required flag (`simulate --schedular eva`)
+ * would be reported as the required one missing, its did-you-mean lost. The required options of `command` and of its
+ * subcommands become ordinary ones, marked "(required)" in help, and are checked with Commander's own words just
+ * before the action runs: after the unknown options.
+ */
+export function checkRequiredOptionsLast(command: Command): Command {
+  const required = command.options.filter((option) => option.mandatory);
+  for (const option of required) {
+    option.mandatory = false;
+    option.description = `${option.description} (required)`;
+  }
+  if (required.length > 0)
+    command.hook('preAction', () => {
+      for (const option of required)
+        if (command.getOptionValue(option.attributeName()) === undefined)
+          command.error(`error: required option '${option.flags}' not specified`, {
+            code: 'commander.missingMandatoryOptionValue',
+          });
+    });
+  for (const sub of command.commands) checkRequiredOptionsLast(sub);
+  return command;
 }

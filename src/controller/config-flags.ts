@@ -95,6 +95,32 @@ export function flagNameOf(field: keyof ControllerFlags): string {
 }
 
 /**
+ * Flags that say how EC2 instances are launched (image, network, access, user data), how their workers' identity is
+ * checked, or where EC2's interruption events come from. Local mode launches no EC2 instance: one given there would be
+ * ignored, or leave the `ec2.worker` section it fills incomplete and blame a flag the user never gave.
+ * (`--worker-controller-url` is not one: local mode's workers reach the API there too.)
+ */
+export const EC2_ONLY_FLAGS: readonly (keyof ControllerFlags)[] = [
+  'ami',
+  'subnets',
+  'securityGroups',
+  'instanceProfile',
+  'keyName',
+  'userDataTemplate',
+  'identityCertificate',
+  'interruptionQueue',
+];
+
+/** Each EC2-only flag given while the provider (the flags' over the file's) is local, as a problem naming it. */
+export function ec2OnlyFlagProblems(flags: ControllerFlags, provider: unknown): string[] {
+  if (provider !== 'local') return [];
+  return EC2_ONLY_FLAGS.filter((flag) => flags[flag] !== undefined).map(
+    (flag) =>
+      `${flagNameOf(flag)} applies to --provider aws only: local mode launches no EC2 instance (leave it out)`,
+  );
+}
+
+/**
  * File settings a flag replaces, by the flag's path: another way of saying what the flag says (`--subnets` and the
  * file's `ec2.placements` both say where instances go). Kept, they would beat the flag or be refused with it, while
  * flags override the file.

@@ -5,7 +5,14 @@ import { nearestKey } from '../core/strict-object.js';
 import { ValidationError } from '../core/validation.js';
 import { SCHEDULER_NAMES, unknownSchedulerProblem } from '../scheduler/registry.js';
 import { controllerConfigSchema, type ControllerConfig, type ParsedControllerConfig } from './config.js';
-import { FLAG_PATHS, flagNameOf, flagValue, setPath, type ControllerFlags } from './config-flags.js';
+import {
+  ec2OnlyFlagProblems,
+  FLAG_PATHS,
+  flagNameOf,
+  flagValue,
+  setPath,
+  type ControllerFlags,
+} from './config-flags.js';
 import {
   catalogProblems,
   localBootProblems,
@@ -156,6 +163,10 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
     ...(file === undefined ? [] : writtenPaths(file.value).map((p) => [p, file.path] as const)),
     ...fromFlag,
   ]);
+  // Refused by name before the schema: an EC2-only flag would otherwise fill an ec2 section local mode ignores, or
+  // leave it incomplete and blame a flag the user did not give.
+  const ec2Only = ec2OnlyFlagProblems(options.flags, merged.provider);
+  if (ec2Only.length > 0) throw new ValidationError('controller options', ec2Only);
   if (merged.provider === 'local') applyLocalDefaults(merged);
   if (options.forSimulation === true) {
     merged.cluster ??= SIMULATION_PLACEHOLDERS.cluster;

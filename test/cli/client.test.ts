@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +17,7 @@ import { registerReport } from '../../src/cli/commands/report.js';
 import { registerWhy } from '../../src/cli/commands/why.js';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
+import { ValidationError } from '../../src/core/validation.js';
 import { nextUtcMonth, utcMonthBounds, utcMonthOf } from '../../src/core/utc-month.js';
 import {
   buildReportDocument,
@@ -263,10 +264,51 @@ describe('client commands (in-process)', () => {
     );
   });
 
+  it("why refuses a --limit over the controller's maximum itself, naming the flag and the maximum", async () => {
+    const job = service.submit({ ...SPEC, name: 'limits' }, 'vision');
+    const over = await run(['why', job.id, '--limit', '1001']);
+    expect(over.error).toBeInstanceOf(ValidationError);
+    expect((over.error as ValidationError).source).toBe('--limit');
+    expect((over.error as ValidationError).problems).toEqual([
+      'expected a whole number from 1 to 1000, got 1001',
+    ]);
+    // The maximum itself is one the controller answers.
+    expect((await run(['why', job.id, '--limit', '1000'])).error).toBeUndefined();
+    const program = new Command('fleetwise');
+    registerWhy(program);
+    expect(program.commands[0]?.helpInformation()).toMatch(
+      /--limit <n>\s+at most this many decisions, newest\s+first \(at most 1000\)/,
+    );
+  });
+
+  it('report --from a path that is no directory is bad input naming --from', async () => {
+    const missing = join(workDir, 'no-such-store');
+    const file = join(workDir, 'a-file');
+    writeFileSync(file, 'not a store');
+    for (const [location, problem] of [
+      [missing, `${missing} does not exist`],
+      [
+        file,
+        `${file} is not a directory (give the controller's objectStore: a directory or s3://bucket/prefix)`,
+      ],
+      [join(file, 'below'), `${join(file, 'below')} cannot be read (ENOTDIR)`],
+      [
+        'ftp://host/x',
+        'object store location ftp://host/x: unsupported scheme (expected s3:// or a directory)',
+      ],
+    ]) {
+      const { error } = await run(['report', '--from', location ?? '']);
+      expect(error, location).toBeInstanceOf(ValidationError);
+      expect((error as ValidationError).source).toBe('--from');
+      expect((error as ValidationError).problems).toEqual([problem]);
+    }
+  });
+
   it('drain needs the admin token', async () => {
     const instance = service.store.createInstance({ typeName: 'c7i.large' });
     const refused = await run(['drain', instance.id]);
     expect((refused.error as ApiError).status).toBe(403);
+    expect(refused.error?.message).toMatch(/needs the admin token: send it with --token or FLEETWISE_TOKEN/);
     service.store.setInstanceState(instance.id, 'launching');
     service.store.setInstanceState(instance.id, 'running');
     const drained = await run(['drain', instance.id], ADMIN_TOKEN);

@@ -27,7 +27,14 @@ afterAll(async () => {
 
 describe('fleetwise down --state-dir', () => {
   it('refuses a directory that does not exist, or holds no controller state, naming the flag', async () => {
-    for (const dir of [join(scratch, 'mistyped'), join(scratch, 'empty')]) {
+    // A file given for the directory (e.g. /etc/passwd), or a path through one, is no state directory either.
+    writeFileSync(join(scratch, 'a-file'), 'not a directory');
+    for (const dir of [
+      join(scratch, 'mistyped'),
+      join(scratch, 'empty'),
+      join(scratch, 'a-file'),
+      join(scratch, 'a-file', 'below'),
+    ]) {
       if (dir.endsWith('empty')) mkdirSync(dir);
       const out = await runCli(['down', '--state-dir', dir]);
       expect(out.code, out.stderr).toBe(2);

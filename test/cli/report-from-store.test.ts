@@ -39,23 +39,26 @@ function report(generatedAtSeconds: number): ReturnType<typeof buildReportDocume
 }
 
 describe('report --from a directory', () => {
-  it('fails with exit 1, naming the path, when the directory does not exist or is a file', async () => {
+  it('fails with exit 2 (bad input), naming --from and the path, when the directory does not exist or is a file', async () => {
     const missing = join(scratch, 'no-such-bucket');
     for (const args of [[], ['--month', '2023-10']]) {
       const result = await runCli(['report', '--from', missing, ...args]);
-      expect([result.code, result.stdout]).toEqual([1, '']);
-      expect(result.stderr).toBe(`fleetwise: --from ${missing}: ${missing} does not exist\n`);
+      expect([result.code, result.stdout]).toEqual([2, '']);
+      expect(result.stderr).toBe(`fleetwise: invalid input: --from\n  - ${missing} does not exist\n`);
     }
     const json = await runCli(['report', '--from', missing, '--json']);
-    expect([json.code, json.stdout]).toEqual([1, '']);
-    expect(JSON.parse(json.stderr)).toMatchObject({ error: `--from ${missing}: ${missing} does not exist` });
+    expect([json.code, json.stdout]).toEqual([2, '']);
+    expect(JSON.parse(json.stderr)).toMatchObject({
+      error: 'invalid input: --from',
+      details: [`${missing} does not exist`],
+    });
     const file = join(scratch, 'a-file');
     writeFileSync(file, 'not a store');
     const onFile = await runCli(['report', '--from', file]);
-    expect(onFile.code).toBe(1);
+    expect(onFile.code).toBe(2);
     expect(onFile.stderr).toBe(
-      `fleetwise: --from ${file}: ${file} is not a directory (give the controller's objectStore: a directory or ` +
-        's3://bucket/prefix)\n',
+      `fleetwise: invalid input: --from\n  - ${file} is not a directory (give the controller's objectStore: a ` +
+        'directory or s3://bucket/prefix)\n',
     );
     // A directory with nothing in it yet is a store with no reports.
     const empty = join(scratch, 'empty');

@@ -1,4 +1,7 @@
-import { beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 
 /**
@@ -28,5 +31,43 @@ describe('usage errors (built CLI)', () => {
     expect(trace.stderr).toMatch(
       /invalid input: --trace\n {2}- cannot read the Alibaba pod list \/no\/such\/pods\.csv/,
     );
+  });
+});
+
+describe('bad input named by its flag, exit 2 (built CLI)', () => {
+  const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-usage-'));
+  const file = join(scratch, 'a-file');
+  writeFileSync(file, 'not a directory');
+  afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+  it('a misspelled required flag is the unknown option, with its did-you-mean', async () => {
+    const typo = await runCli(['simulate', '--format', 'eva', '--schedular', 'eva']);
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toMatch(/unknown option '--schedular'\n\(Did you mean --scheduler\?\)/);
+    const help = await runCli(['simulate', '--help']);
+    const flat = help.stdout.replace(/\s+/g, ' ');
+    expect(flat.slice(flat.indexOf('--scheduler <names>')).split(' --')[0]).toMatch(/\(required\)$/);
+  });
+
+  it('a file given for a directory: down --state-dir, worker --work-dir, report --from', async () => {
+    const down = await runCli(['down', '--state-dir', file]);
+    expect([down.code, down.stderr]).toEqual([
+      2,
+      `fleetwise: invalid input: --state-dir\n  - ${file} is not a controller's state directory (not a directory): ` +
+        'give the directory the controller was started with\n',
+    ]);
+    const worker = await runCli(
+      ['worker', '--controller', 'http://127.0.0.1:9', '--instance-id', 'i-1', '--work-dir', file],
+      { ...process.env, FLEETWISE_WORKER_TOKEN: 'worker-token-0123456789' },
+    );
+    expect(worker.code).toBe(2);
+    expect(worker.stderr).toMatch(
+      /^fleetwise: invalid input: --work-dir\n {2}- .* is a file, or a path through one/,
+    );
+    const report = await runCli(['report', '--from', join(scratch, 'missing')]);
+    expect([report.code, report.stderr]).toEqual([
+      2,
+      `fleetwise: invalid input: --from\n  - ${join(scratch, 'missing')} does not exist\n`,
+    ]);
   });
 });

@@ -1,4 +1,7 @@
-import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { runWorker } from '../../src/cli/commands/worker.js';
 import { ValidationError } from '../../src/core/validation.js';
 
@@ -46,5 +49,57 @@ describe('fleetwise worker: latency probe flags', () => {
     expect((error as ValidationError).message + (error as ValidationError).problems.join('\n')).toMatch(
       reason,
     );
+  });
+});
+
+/**
+ * A bad flag is named before the worker looks for a credential or makes its work directory: without the flags checked
+ * first, a worker started by hand without one would hide the flag's mistake behind the credential's.
+ */
+describe('fleetwise worker: flags first, each named', () => {
+  const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-worker-flags-'));
+  afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+  const withoutCredential = {
+    controller: 'http://127.0.0.1:9',
+    instanceId: 'local-x',
+    executor: 'process',
+    workDir: join(scratch, 'work'),
+  };
+
+  async function refusal(flags: Parameters<typeof runWorker>[0]): Promise<ValidationError> {
+    const error = await runWorker(flags, {}).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ValidationError);
+    return error as ValidationError;
+  }
+
+  it('a bad probe port, with no credential to register with', async () => {
+    const error = await refusal({ ...withoutCredential, probePort: '70000' });
+    expect(error.problems).toEqual(['--probe-port: 0 (any free port) to 65535']);
+  });
+
+  it('an empty or blank instance id', async () => {
+    for (const instanceId of ['', '  ']) {
+      const error = await refusal({ ...withoutCredential, instanceId });
+      expect(error.problems).toEqual([
+        "--instance-id: empty: give this instance's cloud id (EC2 i-…, local-…)",
+      ]);
+    }
+  });
+
+  it('a work directory that is a file, or under one, with a credential given', async () => {
+    const file = join(scratch, 'a-file');
+    writeFileSync(file, 'not a directory');
+    for (const workDir of [file, join(file, 'below')]) {
+      const error = await refusal({ ...withoutCredential, token: 'worker-token-0123456789', workDir });
+      expect(error.source).toBe('--work-dir');
+      expect(error.problems).toEqual([
+        `${workDir} is a file, or a path through one, not a directory: give a directory (created if missing) for the worker's state`,
+      ]);
+    }
+  });
+
+  it('then the missing credential, once every flag is good', async () => {
+    const error = await refusal(withoutCredential);
+    expect(error.problems).toEqual([expect.stringMatching(/^no credential to register with: /)]);
   });
 });

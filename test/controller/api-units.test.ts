@@ -4,6 +4,7 @@ import { authenticate, authorize, AuthError, tokensEqual } from '../../src/contr
 import { openApiPath } from '../../src/controller/api/openapi.js';
 import { parseListenAddress } from '../../src/controller/api/server.js';
 import { parseSince, SINCE_RULE } from '../../src/controller/api/since.js';
+import { ADMIN_TOKEN_FILE } from '../../src/cli/local-state.js';
 
 const store = {
   teamForToken: (t: string): string | undefined => (t === 'team-token-0123456789' ? 'vision' : undefined),
@@ -42,6 +43,20 @@ describe('auth', () => {
     );
     expect(() => authorize({ kind: 'team', team: 'a' }, 'any')).not.toThrow();
     expect(() => authorize({ kind: 'admin' }, 'admin')).not.toThrow();
+  });
+
+  it('the 403 says how a client sends the admin token, and where the controller keeps it', () => {
+    let refusal: unknown;
+    try {
+      authorize({ kind: 'team', team: 'a' }, 'admin');
+    } catch (e) {
+      refusal = e;
+    }
+    expect(refusal).toBeInstanceOf(AuthError);
+    const message = (refusal as AuthError).message;
+    // What the CLI reads: the controller's own FLEETWISE_ADMIN_TOKEN is no way of sending it.
+    expect(message).toContain('send it with --token or FLEETWISE_TOKEN');
+    expect(message).toContain(`the ${ADMIN_TOKEN_FILE} file of its state directory`);
   });
 });
 

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, readlinkSync } from 'node:fs';
+import { existsSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
@@ -198,7 +198,7 @@ export async function runDown(flags: DownFlags): Promise<void> {
     throw new ValidationError(found === undefined ? 'fleetwise down' : '--state-dir', [
       found === undefined
         ? `no controller state here or in a directory above (${LOCAL_STATE_DIR}): pass --state-dir DIR, the directory the controller was started with`
-        : `${stateDir} is not a controller's state directory (no state, token or instance records in it): give the directory the controller was started with`,
+        : `${stateDir} is not a controller's state directory (${whatIsAt(stateDir) === 'other' ? 'not a directory' : 'no state, token or instance records in it'}): give the directory the controller was started with`,
     ]);
   const graceMs = options['--grace-seconds'] * 1000;
   const stateFile = join(stateDir, 'local-instances.json');
@@ -392,11 +392,25 @@ function markStoppedByDown(stateFile: string, stopped: readonly LocalInstance[])
 
 /** Whether `dir` is (or was) a controller's state directory: it holds what a controller or its workers write there. */
 function isStateDirectory(dir: string): boolean {
-  if (!existsSync(dir)) return false;
+  if (whatIsAt(dir) !== 'directory') return false;
   const marks = [DB_FILE, 'admin-token', 'worker-token', PID_FILE, 'local-instances.json', 'instances'];
   if (marks.some((name) => existsSync(join(dir, name))) || existsSync(lockFileOf(dir))) return true;
   if (existsSync(journalPathOf(join(dir, 'local-instances.json')))) return true;
   return sharedControllers(dir).length > 0;
+}
+
+/**
+ * What is at `dir`: a directory, nothing, or something else (a file, or a path through one): that has no state files
+ * under it, and cannot be listed.
+ */
+function whatIsAt(dir: string): 'directory' | 'nothing' | 'other' {
+  try {
+    const found = statSync(dir, { throwIfNoEntry: false });
+    return found === undefined ? 'nothing' : found.isDirectory() ? 'directory' : 'other';
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOTDIR') return 'other';
+    throw e;
+  }
 }
 
 export function registerDown(program: Command): void {

@@ -127,31 +127,42 @@ function costPeriod(options: ReportOptions): {
 
 /**
  * A directory named by `--from` must be there: the store lists a missing one as empty (nothing stored yet, for a
- * controller that writes), so a mistyped path would read as "no reports" and succeed.
+ * controller that writes), so a mistyped path would read as "no reports" and succeed. A path that is not a readable
+ * directory is bad input, named as such.
  */
 async function checkStoreDirectory(location: string, parsed: StoreLocation): Promise<void> {
   if (parsed.kind !== 'fs') return;
+  const shown = location === parsed.root ? parsed.root : `${location} (${parsed.root})`;
   let isDirectory: boolean;
   try {
     isDirectory = (await stat(parsed.root)).isDirectory();
   } catch (e) {
-    const why =
-      (e as NodeJS.ErrnoException).code === 'ENOENT'
-        ? 'does not exist'
-        : `cannot be read: ${(e as Error).message}`;
-    throw new Error(`--from ${location}: ${parsed.root} ${why}`, { cause: e });
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') throw new ValidationError('--from', [`${shown} does not exist`]);
+    if (code === 'ENOTDIR' || code === 'EACCES' || code === 'EPERM')
+      throw new ValidationError('--from', [`${shown} cannot be read (${code})`]);
+    throw new Error(`--from ${location}: ${parsed.root} cannot be read: ${(e as Error).message}`, {
+      cause: e,
+    });
   }
   if (!isDirectory)
-    throw new Error(
-      `--from ${location}: ${parsed.root} is not a directory (give the controller's objectStore: a directory or s3://bucket/prefix)`,
-    );
+    throw new ValidationError('--from', [
+      `${shown} is not a directory (give the controller's objectStore: a directory or s3://bucket/prefix)`,
+    ]);
 }
 
 /** Reports stored by the controller, read back straight from the object store (no controller needed). */
 async function reportFromStore(location: string, options: ReportOptions): Promise<void> {
   // Loaded on demand: the S3 SDK is heavy and only this path needs it.
   const { openObjectStore, parseStoreLocation } = await import('../../storage/open-object-store.js');
-  await checkStoreDirectory(location, parseStoreLocation(location));
+  let where: StoreLocation;
+  try {
+    where = parseStoreLocation(location);
+  } catch (e) {
+    // Every refusal of the location is of its text (empty, a bucket name S3 refuses, an unknown scheme).
+    throw new ValidationError('--from', [(e as Error).message]);
+  }
+  await checkStoreDirectory(location, where);
   const store = await openObjectStore(location);
   if (options.month !== undefined) return monthFromStore(store, options.month, options);
   const since = timeFlag('--since', options.since);

@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { ValidationError } from '../../core/validation.js';
+import { checkRequiredOptionsLast } from '../program.js';
 import { addPriceOverridesOption, addTraceOptions } from './sim-flags.js';
 import { saveLearnedColocation } from './colocation-table-file.js';
 import { writeReport } from '../../sim/report/write.js';
@@ -77,6 +78,7 @@ export function parseSimulateArgs(args: readonly string[], source: string): RawS
     .action((options: RawSimulateOptions) => {
       raw = options;
     });
+  checkRequiredOptionsLast(command);
   try {
     command.parse([...args], { from: 'user' });
   } catch (e) {

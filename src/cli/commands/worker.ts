@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statSync, type Stats } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { pino } from 'pino';
@@ -198,16 +198,23 @@ export function launchCredentialFrom(
   });
 }
 
-export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+/** What the flags say, each checked and named when bad, before the worker looks for a credential or touches a file. */
+interface CheckedFlags {
+  readonly workDir: string;
+  readonly requested: string;
+  readonly bootDelaySeconds: number;
+  readonly giveUpAfterSeconds: number;
+  readonly probeFlags: z.infer<typeof probeFlagsSchema>;
+  readonly noticeFlags: z.infer<typeof noticeFlagsSchema>;
+}
+
+function checkFlags(flags: WorkerFlags, env: NodeJS.ProcessEnv): CheckedFlags {
   checkUrls(flags, env);
-  const workDir = resolve(flags.workDir ?? join('.fleetwise-worker', flags.instanceId));
-  const saved = new SavedCredential(workDir, flags.instanceId);
-  const launch = launchCredentialFrom(flags, env);
-  if (launch === undefined && saved.load() === undefined)
+  // The controller knows the instance by it, and the default work directory is named after it: an empty one would
+  // be that of every worker started so.
+  if (flags.instanceId.trim() === '')
     throw new ValidationError('fleetwise worker', [
-      `no credential to register with: ${LAUNCH_SECRET_ENV} (local mode; its controller sets it), or the ` +
-        `cluster's worker token on EC2 (--token or ${WORKER_TOKEN_ENV}); a restarted worker needs neither once it ` +
-        `has saved its per-instance token in ${saved.path}`,
+      "--instance-id: empty: give this instance's cloud id (EC2 i-…, local-…)",
     ]);
   const requested = flags.executor ?? 'auto';
   if (!['auto', 'docker', 'process'].includes(requested))
@@ -240,21 +247,56 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
     },
     'fleetwise worker',
   );
+  const workDir = resolve(flags.workDir ?? join('.fleetwise-worker', flags.instanceId));
+  let found: Stats | undefined;
+  try {
+    found = statSync(workDir, { throwIfNoEntry: false });
+  } catch (e) {
+    throw workDirError(workDir, e);
+  }
+  if (found !== undefined && !found.isDirectory()) throw workDirError(workDir, undefined);
+  return { workDir, requested, bootDelaySeconds, giveUpAfterSeconds, probeFlags, noticeFlags };
+}
+
+/**
+ * A work directory that cannot be one, as bad input naming --work-dir: a file (or a path through one), or a place this
+ * user may not write. Another failure (a full disk, say) is `cause` itself.
+ */
+function workDirError(workDir: string, cause: unknown): Error {
+  const code = (cause as NodeJS.ErrnoException | undefined)?.code;
+  const reason =
+    cause === undefined || code === 'EEXIST' || code === 'ENOTDIR'
+      ? 'is a file, or a path through one, not a directory'
+      : code === 'EACCES' || code === 'EPERM' || code === 'EROFS'
+        ? `cannot be created or written by this user (${code})`
+        : undefined;
+  if (reason === undefined) return cause as Error;
+  return new ValidationError('--work-dir', [
+    `${workDir} ${reason}: give a directory (created if missing) for the worker's state`,
+  ]);
+}
+
+export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const checked = checkFlags(flags, env);
+  const { workDir } = checked;
+  const saved = new SavedCredential(workDir, flags.instanceId);
+  const launch = launchCredentialFrom(flags, env);
+  if (launch === undefined && saved.load() === undefined)
+    throw new ValidationError('fleetwise worker', [
+      `no credential to register with: ${LAUNCH_SECRET_ENV} (local mode; its controller sets it), or the ` +
+        `cluster's worker token on EC2 (--token or ${WORKER_TOKEN_ENV}); a restarted worker needs neither once it ` +
+        `has saved its per-instance token in ${saved.path}`,
+    ]);
   // One worker per work directory: a second would register with the same saved token, adopt the same tasks and
   // heartbeat, checkpoint and ship logs for them too. A worker that died without releasing it leaves a stale lock.
-  mkdirSync(workDir, { recursive: true, mode: 0o700 });
+  try {
+    mkdirSync(workDir, { recursive: true, mode: 0o700 });
+  } catch (e) {
+    throw workDirError(workDir, e);
+  }
   const release = claimWorkDir(workDir);
   try {
-    await runClaimed(flags, env, {
-      workDir,
-      saved,
-      launch,
-      requested,
-      bootDelaySeconds,
-      giveUpAfterSeconds,
-      probeFlags,
-      noticeFlags,
-    });
+    await runClaimed(flags, env, { ...checked, saved, launch });
   } finally {
     release();
   }
@@ -263,15 +305,9 @@ export async function runWorker(flags: WorkerFlags, env: NodeJS.ProcessEnv = pro
 async function runClaimed(
   flags: WorkerFlags,
   env: NodeJS.ProcessEnv,
-  parsed: {
-    readonly workDir: string;
+  parsed: CheckedFlags & {
     readonly saved: SavedCredential;
     readonly launch: LaunchCredentialSource | undefined;
-    readonly requested: string;
-    readonly bootDelaySeconds: number;
-    readonly giveUpAfterSeconds: number;
-    readonly probeFlags: z.infer<typeof probeFlagsSchema>;
-    readonly noticeFlags: z.infer<typeof noticeFlagsSchema>;
   },
 ): Promise<void> {
   const { workDir, saved, launch, requested, bootDelaySeconds, giveUpAfterSeconds, probeFlags, noticeFlags } =

@@ -81,7 +81,12 @@ export function authorizeScrape(
 /** Throw unless `principal` may use a route with `access`. */
 export function authorize(principal: Principal, access: RouteAccess): void {
   if (access === 'admin' && principal.kind !== 'admin')
-    throw new AuthError(403, 'this action needs the admin token (FLEETWISE_ADMIN_TOKEN)');
+    // Said as the caller gives a token: the CLI reads --token or FLEETWISE_TOKEN, never the controller's own variable.
+    throw new AuthError(
+      403,
+      'this action needs the admin token: send it with --token or FLEETWISE_TOKEN (the controller keeps it in the ' +
+        'admin-token file of its state directory, unless it was started with FLEETWISE_ADMIN_TOKEN)',
+    );
 }
 
 /** The team a principal is confined to, or undefined for the admin (sees every team). */

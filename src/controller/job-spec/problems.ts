@@ -1,4 +1,4 @@
-import { isNode, type Document, type LineCounter } from 'yaml';
+import { isMap, isNode, isScalar, isSeq, type Document, type LineCounter } from 'yaml';
 import type { z } from 'zod';
 import { nearestKey } from '../../core/strict-object.js';
 import { formatFieldPath } from '../../core/validation.js';
@@ -78,16 +78,27 @@ function knownKeysAt(path: Path): readonly string[] {
 }
 
 /**
- * 1-based line of the node at `path`, or of its deepest existing ancestor (for a missing field); undefined when its
- * top-level key is not in the document (a required field left out, or a name that is no field of the file, such as a
- * request header's): the document's first line would point at an unrelated field.
+ * 1-based line of the field at `path`: its key's (a block value starts a line below its key, and a problem names the
+ * key), an item's own, or the deepest existing ancestor's for a missing field; undefined when its top-level key is not
+ * in the document (a required field left out, or a name that is no field of the file, such as a request header's): the
+ * document's first line would point at an unrelated field.
  */
 export function lineOf(doc: Document, counter: LineCounter, path: Path): number | undefined {
   if (path.length > 0 && !doc.hasIn(path.slice(0, 1))) return undefined;
   for (let n = path.length; n >= 0; n--) {
-    const node = n === 0 ? doc.contents : doc.getIn(path.slice(0, n), true);
+    const node = n === 0 ? doc.contents : namingNode(doc, path.slice(0, n));
     if (isNode(node) && node.range !== undefined && node.range !== null)
       return counter.linePos(node.range[0]).line;
   }
+  return undefined;
+}
+
+/** The node that names the field at a non-empty `path`: its key in a mapping, the item itself in a sequence. */
+function namingNode(doc: Document, path: Path): unknown {
+  const parent: unknown = path.length === 1 ? doc.contents : doc.getIn(path.slice(0, -1), true);
+  const segment = path[path.length - 1];
+  if (isMap(parent))
+    return parent.items.find((pair) => isScalar(pair.key) && String(pair.key.value) === String(segment))?.key;
+  if (isSeq(parent) && typeof segment === 'number') return parent.items[segment];
   return undefined;
 }
