@@ -1,13 +1,14 @@
 /**
- * `catalog refresh --out` into a directory that is not there, or onto a directory: refused naming the flag, before any
- * AWS call.
+ * `catalog refresh --out` into a directory that is not there, onto a directory, or over a controller's state: refused
+ * naming the flag, before any AWS call.
  */
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runCatalogRefresh, type CatalogRefreshDeps } from '../../src/cli/commands/catalog.js';
 import { ValidationError } from '../../src/core/validation.js';
+import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-refresh-out-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -55,5 +56,20 @@ describe('catalog refresh --out', () => {
       problems: [`${dir} is a directory: give the path of the catalog file to write`],
     });
     expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("names --out when it would replace a controller's state database or write beside it", async () => {
+    const stateDir = join(scratch, 'state');
+    mkdirSync(stateDir);
+    const db = join(stateDir, 'state.db');
+    new SqliteStateStore(db).close();
+    const before = readFileSync(db);
+    expect((await refusal(db)).problems[0]).toMatch(
+      /is a SQLite database, which looks like a controller's state/,
+    );
+    expect((await refusal(join(stateDir, 'catalog.json'))).problems[0]).toMatch(
+      /state directory \(it holds state\.db\): write it elsewhere/,
+    );
+    expect(readFileSync(db).equals(before)).toBe(true);
   });
 });

@@ -13,6 +13,7 @@ import type { PricingApi } from '../../cloud/aws/pricing.js';
 import type { SpotPriceApi } from '../../cloud/aws/spot-prices.js';
 import { fixturePricingApi, PRICING_FIXTURE_DIR_ENV } from '../../cloud/aws/pricing-fixture.js';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
+import { checkOutputFile } from '../output-target.js';
 
 const refreshOptionsSchema = z.object({
   region: regionSchema,
@@ -62,8 +63,8 @@ async function writeFileAtomic(path: string, text: string): Promise<void> {
 }
 
 /**
- * `--out` must name a file in a directory that exists (a file there is replaced): refused naming the flag, and the
- * directory or the path that is one.
+ * `--out` must name a file in a directory that exists (a file there is replaced), outside any controller's state:
+ * refused naming the flag, and the directory or the path that is one.
  */
 async function checkOut(out: string): Promise<void> {
   const path = resolve(out);
@@ -86,6 +87,8 @@ async function checkOut(out: string): Promise<void> {
     throw new ValidationError('--out', [
       `${path} is a directory: give the path of the catalog file to write`,
     ]);
+  // Never a controller's state database, nor a file beside it.
+  checkOutputFile(out, '--out');
 }
 
 export async function runCatalogRefresh(rawOptions: unknown, deps: CatalogRefreshDeps): Promise<Catalog> {
