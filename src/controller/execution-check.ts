@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ValidationError } from '../core/validation.js';
 import type { JobSpec, TaskTemplateSpec } from './job-spec/spec.js';
+import { retryStrategyWarnings } from './job-spec/retry-schema.js';
 import { runLimitWarnings } from './run-limits.js';
 import type { StateStore } from './state-store.js';
 import { unusedQueueFieldWarnings } from './job-spec/queue-section.js';
@@ -77,10 +78,16 @@ export function checkExecution(spec: JobSpec, executor: ExecutorKind | undefined
 
 /**
  * What a submission of `spec` is told on this cluster, or refused for (a ValidationError): how its tasks run under
- * `executor`, its run limits, and the `queue:` fields nothing reads. A dry run asks the same, so it calls valid only what a submission takes.
+ * `executor`, its run limits, a retry rule its attempts leave no room for, and the `queue:` fields nothing reads. A
+ * dry run asks the same, so it calls valid only what a submission takes.
  */
 export function submissionWarnings(spec: JobSpec, executor: ExecutorKind | undefined): string[] {
-  return [...checkExecution(spec, executor), ...runLimitWarnings(spec), ...unusedQueueFieldWarnings(spec)];
+  return [
+    ...checkExecution(spec, executor),
+    ...runLimitWarnings(spec),
+    ...retryStrategyWarnings(spec),
+    ...unusedQueueFieldWarnings(spec),
+  ];
 }
 
 const warningsKey = (jobId: string): string => `execution.job.${jobId}.warnings`;

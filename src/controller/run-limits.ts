@@ -1,6 +1,6 @@
 import type { Clock } from './clock.js';
 import { expectedDurationOf, type JobSpec } from './job-spec/spec.js';
-import { jobTransitions, runningSecondsOf } from './job-transitions.js';
+import { JOB_HISTORY_EVENT_KINDS, jobTransitions, runningSecondsOf } from './job-transitions.js';
 import type { ControllerLogger } from './seams.js';
 import type { JobRecord, JobState, StateStore } from './state-store.js';
 
@@ -9,10 +9,16 @@ import type { JobRecord, JobState, StateStore } from './state-store.js';
  * not retried, as AWS Batch ends a timed-out attempt. Run time is time in `running`, summed over the job's moves and
  * attempts: a retried attempt resumes from its checkpoint, so it goes on with the same work, and the limit is what a
  * runaway job may cost the shared budget. Time queued, starting or moving (checkpoint, restore) is the controller's
- * doing and does not count.
+ * doing and does not count, nor is the time between the end of a run and its return to the queue being written (a
+ * controller stopped cleanly, an instance ended unseen, a worker gone silent: `job.ran-until` events say when).
  */
 
-/** The states a job that has run can be in while it is still live (queued again after a preemption is not checked). */
+/**
+ * The states a job that has run can be in while it is still live (queued again after a preemption is not checked).
+ * A job starting or moving adds no run time, but one whose run time already reached its limit (its last run's end
+ * known only when its return to the queue was written, or come due between two passes) is failed there rather than
+ * started again for nothing.
+ */
 const CHECKED_STATES: readonly JobState[] = ['starting', 'running', 'migrating'];
 
 /**
@@ -87,7 +93,9 @@ export class RunLimits {
     if (limit === undefined || job.startedAtSeconds === undefined) return undefined;
     const sinceFirstRun = now - job.startedAtSeconds;
     if (sinceFirstRun < limit) return limit - sinceFirstRun;
-    const transitions = jobTransitions(this.deps.store.listEvents({ jobId: job.id, kind: 'job.state' }));
+    const transitions = jobTransitions(
+      this.deps.store.listEvents({ jobId: job.id, kinds: JOB_HISTORY_EVENT_KINDS }),
+    );
     return limit - runningSecondsOf(transitions, now);
   }
 }

@@ -1,6 +1,13 @@
 import { Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { keyValue, registerJob, restartLines, restartsOf } from '../../src/cli/commands/job.js';
+import {
+  attemptFailureText,
+  keyValue,
+  registerJob,
+  restartLines,
+  restartsOf,
+} from '../../src/cli/commands/job.js';
+import { formatTime } from '../../src/cli/table.js';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import {
@@ -90,6 +97,44 @@ describe('fleetwise job', () => {
     // None, or a controller that does not say: no line.
     expect(restartLines(restartsOf({ id: 'job-1', restarts: [] }))).toEqual([]);
     expect(restartLines(restartsOf({ id: 'job-1' }))).toEqual([]);
+  });
+
+  it('says an earlier attempt’s exit code once, under its header, with the reason’s last output', async () => {
+    const job = service.submit({ ...SPEC, retryStrategy: { attempts: 3 } }, 'vision');
+    for (const state of ['starting', 'running'] as const) service.store.setJobState(job.id, state);
+    service.store.retryJob(
+      job.id,
+      { taskId: `${job.id}.0`, exitCode: 7, reason: 'exit code 7; last output:\nKilled' },
+      'attempt 1 of 3 failed',
+    );
+    const view = await jobView(job.id);
+    expect(view.match(/exit code 7/g)).toHaveLength(1);
+    expect(view).toMatch(
+      new RegExp(
+        `^attempt 1  failed .+: task ${job.id}\\.0\\n {11}exit code 7; last output:\\n {11}Killed$`,
+        'm',
+      ),
+    );
+  });
+
+  it('keeps the exit code in an attempt’s header when its reason does not name it', () => {
+    const at = 1_700_000_000;
+    const failure = { attempt: 2, atSeconds: at, taskId: 'job-3.1', exitCode: 7 };
+    expect(attemptFailureText({ ...failure, reason: 'its start failed' })).toBe(
+      `attempt 2  failed ${formatTime(at)}: task job-3.1, exit code 7\n           its start failed`,
+    );
+    // Another code that begins with the same digits is not this one.
+    expect(attemptFailureText({ ...failure, reason: 'exit code 70' })).toBe(
+      `attempt 2  failed ${formatTime(at)}: task job-3.1, exit code 7\n           exit code 70`,
+    );
+    expect(
+      attemptFailureText({ ...failure, reason: 'killed: out of memory (limit 2 GiB), exit code 7' }),
+    ).toBe(
+      `attempt 2  failed ${formatTime(at)}: task job-3.1\n           killed: out of memory (limit 2 GiB), exit code 7`,
+    );
+    expect(attemptFailureText({ attempt: 2, atSeconds: at, taskId: 'job-3.1', reason: 'vanished' })).toBe(
+      `attempt 2  failed ${formatTime(at)}: task job-3.1\n           vanished`,
+    );
   });
 
   it('pads a key to the value column and leaves a one-line value as it is', () => {

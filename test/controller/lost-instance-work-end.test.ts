@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/controller/clock.js';
-import { JOB_RAN_UNTIL_EVENT } from '../../src/controller/reconcile/cloud-sync.js';
+import { JOB_RAN_UNTIL_EVENT } from '../../src/controller/job-transitions.js';
 import { CloudOnlyTaskControl, silentLogger } from '../../src/controller/seams.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { recordStoppedWithController } from '../../src/controller/stopped-with-controller.js';

@@ -4,8 +4,21 @@ import { describe, expect, it } from 'vitest';
 import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import { readJobWarnings } from '../../src/controller/execution-check.js';
-import { runningSecondsOf, type JobTransition } from '../../src/controller/job-transitions.js';
-import { JOB_STATES, type JobState } from '../../src/controller/state-store.js';
+import {
+  JOB_HISTORY_EVENT_KINDS,
+  jobTransitions,
+  lastEnteredRunning,
+  runningSecondsOf,
+  type JobTransition,
+} from '../../src/controller/job-transitions.js';
+import { JOB_RAN_UNTIL_EVENT } from '../../src/controller/job-transitions.js';
+import {
+  JOB_STATES,
+  type EventRecord,
+  type JobState,
+  type JsonValue,
+} from '../../src/controller/state-store.js';
+import { recordStoppedWithController } from '../../src/controller/stopped-with-controller.js';
 import { catalog, CPU_SMALL, jobSpec, rig, RUNS_ON, ScriptedExits, type Rig } from './controller-fixtures.js';
 
 const at = (atSeconds: number, to: JobState): JobTransition => ({ atSeconds, to });
@@ -27,6 +40,52 @@ describe('a job’s running time', () => {
     expect(runningSecondsOf([at(0, 'starting')], 50)).toBe(0);
   });
 
+  it('ends a spell where its work ended when the change back to the queue was written later', () => {
+    const stoppedUnseen = [
+      at(0, 'starting'),
+      at(10, 'running'),
+      // Worked until 80; the restarted controller wrote the requeue at 700.
+      { atSeconds: 700, to: 'queued' as const, workedUntilSeconds: 80 },
+      at(710, 'starting'),
+      at(720, 'running'),
+    ];
+    expect(runningSecondsOf(stoppedUnseen, 750)).toBe(70 + 30);
+    // Never before the spell began, nor after the change.
+    expect(
+      runningSecondsOf([at(10, 'running'), { atSeconds: 50, to: 'queued', workedUntilSeconds: 5 }], 99),
+    ).toBe(0);
+    expect(
+      runningSecondsOf([at(10, 'running'), { atSeconds: 50, to: 'queued', workedUntilSeconds: 90 }], 99),
+    ).toBe(40);
+  });
+
+  it('reads the end of a run from the job.ran-until events before the change that follows them', () => {
+    const event = (seq: number, atSeconds: number, kind: string, data: JsonValue): EventRecord => ({
+      seq,
+      atSeconds,
+      kind,
+      jobId: 'job-1',
+      message: kind,
+      data,
+    });
+    const transitions = jobTransitions([
+      event(1, 10, 'job.state', { from: 'starting', to: 'running' }),
+      event(2, 700, JOB_RAN_UNTIL_EVENT, { ranUntilSeconds: 90 }),
+      event(3, 700, JOB_RAN_UNTIL_EVENT, { ranUntilSeconds: 80 }),
+      event(4, 700, 'job.state', { from: 'running', to: 'queued' }),
+      event(5, 720, 'job.state', { from: 'starting', to: 'running' }),
+      event(6, 730, JOB_RAN_UNTIL_EVENT, { ranUntilSeconds: 'soon' }),
+      event(7, 740, 'job.state', { from: 'running', to: 'queued' }),
+    ]);
+    expect(transitions).toEqual([
+      at(10, 'running'),
+      { atSeconds: 700, to: 'queued', workedUntilSeconds: 80 },
+      at(720, 'running'),
+      at(740, 'queued'),
+    ]);
+    expect(JOB_HISTORY_EVENT_KINDS).toEqual(['job.state', JOB_RAN_UNTIL_EVENT]);
+  });
+
   it('is never more than the time since it first ran, and grows with the clock only while it runs (property)', () => {
     const spells = fc.array(fc.tuple(fc.integer({ min: 0, max: 500 }), fc.constantFrom(...JOB_STATES)), {
       maxLength: 40,
@@ -43,6 +102,14 @@ describe('a job’s running time', () => {
         expect(ran).toBeLessThanOrEqual(first === undefined ? 0 : now - first.atSeconds);
         const runningNow = transitions[transitions.length - 1]?.to === 'running';
         expect(runningSecondsOf(transitions, now + 7) - ran).toBe(runningNow ? 7 : 0);
+        // Where each run really ended, when written later: never more run time than the changes alone give.
+        const ended = transitions.map((t, i) => ({
+          ...t,
+          workedUntilSeconds: t.atSeconds - ((i * 37) % 200),
+        }));
+        const ranUntil = runningSecondsOf(ended, now);
+        expect(ranUntil).toBeGreaterThanOrEqual(0);
+        expect(ranUntil).toBeLessThanOrEqual(ran);
       }),
     );
   });
@@ -191,5 +258,50 @@ describe('the controller and maxRunSeconds', () => {
     setClock(r, startedAt + 100_000);
     await r.controller.reconcile();
     expect(r.store.getJob(free.id)?.state).not.toBe('failed');
+  });
+
+  it('does not count the time the controller was stopped: the job runs again for what is left of its limit', async () => {
+    const control = new ScriptedExits(new Map([['job-1.0', [RUNS_ON, RUNS_ON]]]));
+    const r = rig({}, { tasks: control });
+    control.store = r.store;
+    const job = r.controller.submit(limited(jobSpec('capped', CPU_SMALL), 120), 'research');
+    await passes(r, 40, 10, () => r.store.getJob(job.id)?.state === 'running');
+    const startedAt = r.store.getJob(job.id)?.startedAtSeconds as number;
+    setClock(r, startedAt + 70);
+    await r.controller.reconcile();
+    expect(r.store.getJob(job.id)?.state).toBe('running');
+    // A clean stop after 70 s of running: its (local) instance is terminated with it, and when is written down.
+    const [instance] = r.cloud.live();
+    if (instance === undefined) throw new Error('nothing launched');
+    recordStoppedWithController(r.store, [{ cloudId: instance.id, atSeconds: r.clock.nowSeconds() }]);
+    instance.state = 'terminated';
+    // Down for ten minutes, far past the limit; a new controller over the same state recovers the job.
+    setClock(r, startedAt + 670);
+    const restarted = rig({}, { store: r.store, clock: r.clock, cloud: r.cloud, tasks: control });
+    await restarted.controller.recover();
+    expect(r.store.getJob(job.id)?.state).toBe('queued');
+    expect(r.store.listEvents({ jobId: job.id, kind: JOB_RAN_UNTIL_EVENT }).map((e) => e.data)).toEqual([
+      { ranUntilSeconds: startedAt + 70 },
+    ]);
+    // It starts again rather than failing on its way there.
+    await passes(restarted, 40, 10, () => r.store.getJob(job.id)?.state !== 'queued');
+    await passes(restarted, 40, 10, () => r.store.getJob(job.id)?.state !== 'starting');
+    expect(r.store.getJob(job.id)?.state).toBe('running');
+    expect(control.starts.map((s) => s.taskId)).toEqual(['job-1.0', 'job-1.0']);
+    const rerunAt = lastEnteredRunning(
+      jobTransitions(r.store.listEvents({ jobId: job.id, kinds: JOB_HISTORY_EVENT_KINDS })),
+    ) as number;
+    expect(rerunAt).toBeGreaterThanOrEqual(startedAt + 670);
+    // 70 s before the stop and 40 s since: under the limit.
+    setClock(r, rerunAt + 40);
+    await restarted.controller.reconcile();
+    expect(r.store.getJob(job.id)?.state).toBe('running');
+    // 70 + 55 s: past it, and the reason gives the time it really ran.
+    setClock(r, rerunAt + 55);
+    await restarted.controller.reconcile();
+    expect(r.store.getJob(job.id)).toMatchObject({
+      state: 'failed',
+      reason: 'ran 125 s, past its maxRunSeconds (120 s): stopped without a checkpoint, not retried',
+    });
   });
 });

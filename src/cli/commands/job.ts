@@ -114,6 +114,17 @@ export function keyValue(key: string, value: string): string {
   return `${key.padEnd(VALUE_COLUMN - 1)} ${value.split(/\r?\n/).join(`\n${' '.repeat(VALUE_COLUMN)}`)}`;
 }
 
+/**
+ * An earlier attempt's failure in the job view: when, which task, its exit code, then the task's reason under the
+ * value column. A reason that already names the exit code (a worker's: `exit code 7; last output: …`) says it alone.
+ */
+export function attemptFailureText(failure: JobDocumentResponse['attemptFailures'][number]): string {
+  const { attempt, atSeconds, taskId, exitCode, reason } = failure;
+  const named = exitCode !== undefined && new RegExp(`\\bexit code ${exitCode}\\b`).test(reason);
+  const code = exitCode === undefined || named ? '' : `, exit code ${exitCode}`;
+  return `attempt ${attempt}  failed ${formatTime(atSeconds)}: task ${taskId}${code}\n${keyValue('', reason)}`;
+}
+
 /** What the views' ETAs carry that the CLI prints. */
 export interface EtaFields {
   readonly completionSeconds: number | null;
@@ -247,11 +258,7 @@ export function registerJob(program: Command): void {
       `migrations ${job.migrations}`,
       ...restartLines(restartsOf(job)),
       `attempts   attempt ${job.attempts ?? 1} of ${job.maxAttempts ?? 1}`,
-      ...job.attemptFailures.map(
-        (f) =>
-          `attempt ${f.attempt}  failed ${formatTime(f.atSeconds)}: task ${f.taskId}${f.exitCode === undefined ? '' : `, exit code ${f.exitCode}`}\n` +
-          keyValue('', f.reason),
-      ),
+      ...job.attemptFailures.map(attemptFailureText),
       `submitted  ${formatTime(job.submittedAtSeconds)}`,
       `started    ${formatTime(job.startedAtSeconds)}`,
       `finished   ${formatTime(job.finishedAtSeconds)}`,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { JOB_SPEC_LIMITS, RETRY_ACTIONS, type RetryAction } from './spec.js';
+import { JOB_SPEC_LIMITS, RETRY_ACTIONS, type JobSpec, type RetryAction } from './spec.js';
 
 /** A job spec's retryStrategy (AWS Batch's): how many attempts, and the exit-code rules that decide a retry. */
 
@@ -73,3 +73,20 @@ export const retryStrategySchema = z
     'Run the job again when a task fails (AWS Batch retryStrategy); a retried attempt resumes from its ' +
       "tasks' last checkpoints",
   );
+
+/**
+ * What a submission is told of a `retry` rule that can never act: `attempts` counts the first run and is 1 when left
+ * out, so a rule asking for a retry with no attempt left is a spec that meant more attempts. Accepted all the same.
+ */
+export function retryStrategyWarnings(spec: Pick<JobSpec, 'retryStrategy'>): string[] {
+  const strategy = spec.retryStrategy;
+  if (strategy === undefined || strategy.attempts > 1) return [];
+  const index = (strategy.evaluateOnExit ?? []).findIndex((rule) => rule.action === 'retry');
+  const rule = strategy.evaluateOnExit?.[index];
+  if (rule === undefined) return [];
+  return [
+    `retryStrategy.evaluateOnExit[${index}] (${rule.onExitCode}: retry) asks for a retry, but ` +
+      `retryStrategy.attempts is ${strategy.attempts} (the default when left out; the first run counts): the job ` +
+      `never runs again; set retryStrategy.attempts (2–${JOB_SPEC_LIMITS.maxAttempts}) to allow retries`,
+  ];
+}

@@ -15,6 +15,7 @@ import {
 } from '../instance-market.js';
 import { forgetStoppedWithController, stoppedWithController } from '../stopped-with-controller.js';
 import { WORKER_LOST_EVENT } from '../worker-liveness.js';
+import { JOB_RAN_UNTIL_EVENT } from '../job-transitions.js';
 
 /**
  * The store against the cloud: a launch whose instance exists (found by its launch-token tag) is adopted rather than
@@ -22,13 +23,6 @@ import { WORKER_LOST_EVENT } from '../worker-liveness.js';
  * reported by default, or adopted, or terminated); instances that vanished are marked terminated and their tasks
  * replanned.
  */
-
-/**
- * When a job's work on a lost instance really ended, written just before its return to the queue when that comes later
- * (a sync after the controller was stopped, a worker's heartbeat timeout): `export-trace` ends the job's running
- * stretch there, not at the change.
- */
-export const JOB_RAN_UNTIL_EVENT = 'job.ran-until';
 
 export interface SyncSummary {
   readonly listed: number;

@@ -9,7 +9,7 @@ import { fleetwiseTrace } from '../traces/fleetwise-json.js';
 import { dependencyFault, type DependencyFault } from '../../world/job-dependencies.js';
 import { specTraceJob } from './spec-trace.js';
 import { JOB_MOVE_WAITS_EVENT, WORKS_ON_UNTIL_READY } from '../../controller/reconcile/plan-intents.js';
-import { JOB_RAN_UNTIL_EVENT } from '../../controller/reconcile/cloud-sync.js';
+import { JOB_RAN_UNTIL_EVENT, ranUntilOf, workEndSeconds } from '../../controller/job-transitions.js';
 
 /**
  * What ran on a controller, as a fleetwise trace (`fleetwise export-trace`): each job at its submission time
@@ -70,7 +70,7 @@ const MIN_MEASURED_SECONDS = 1;
  * ones, in event order. A job works while `running`, and while `migrating` in a move that makes before it breaks
  * (its tasks work on until its new instances are ready) until a task of it is told to checkpoint and stop; such a
  * move called off leaves it working in one stretch. A stretch ends where a `job.ran-until` event before its end says
- * the work did (never before the stretch began, nor after its change).
+ * the work did (never before the stretch began, nor after its change: `workEndSeconds`, as the run limits count).
  */
 export function runningSeconds(
   events: readonly EventRecord[],
@@ -86,8 +86,7 @@ export function runningSeconds(
   const close = (jobId: string, atSeconds: number): void => {
     const started = since.get(jobId);
     if (started === undefined) return;
-    const until = ranUntil.get(jobId);
-    const end = until === undefined ? atSeconds : Math.min(atSeconds, Math.max(started, until));
+    const end = workEndSeconds(started, atSeconds, ranUntil.get(jobId));
     const stretch = Math.max(0, end - started - initDelaySeconds(jobId));
     total.set(jobId, (total.get(jobId) ?? 0) + stretch);
     since.delete(jobId);
@@ -100,15 +99,14 @@ export function runningSeconds(
       waits.add(jobId);
       continue;
     }
+    const until = ranUntilOf(e);
+    if (until !== undefined) {
+      if (since.has(jobId)) ranUntil.set(jobId, Math.min(until, ranUntil.get(jobId) ?? until));
+      continue;
+    }
     if (typeof data !== 'object' || data === null || Array.isArray(data)) continue;
     const fields = data as Readonly<Record<string, unknown>>;
     switch (e.kind) {
-      case JOB_RAN_UNTIL_EVENT: {
-        const until = fields['ranUntilSeconds'];
-        if (since.has(jobId) && typeof until === 'number' && Number.isFinite(until))
-          ranUntil.set(jobId, Math.min(until, ranUntil.get(jobId) ?? until));
-        break;
-      }
       case TASK_STATE_EVENT:
         // A task told to stop ends a waiting move's work; one of a running job is followed by its change to migrating.
         if (fields['to'] === 'checkpointing' && states.get(jobId) === 'migrating') close(jobId, e.atSeconds);
