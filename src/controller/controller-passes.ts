@@ -77,9 +77,11 @@ export class ControllerPasses {
     return this.deps.serial('reconcile', async () => {
       this.deps.workers?.flushProgress?.();
       if (this.deps.settings.dryRun) return {};
-      this.enforceRunLimits();
+      // Limits after the sync and the silent workers: a run that ended unseen (its instance gone, its worker silent)
+      // counts until it ended, which only they write down (job.ran-until), not until now.
       this.replaceSilentWorkers();
       const sync = await reconciler.syncWithCloud();
+      this.enforceRunLimits();
       this.deps.placer?.placeIfRequested();
       const progress = await reconciler.progress();
       return { sync, progress };
@@ -95,9 +97,9 @@ export class ControllerPasses {
       this.deps.workers?.flushProgress?.();
       let sync: SyncSummary | undefined;
       if (!settings.dryRun) {
-        this.enforceRunLimits();
         this.replaceSilentWorkers();
         sync = await reconciler.syncWithCloud();
+        this.enforceRunLimits(); // after them, as in `reconcile`
         // Placed first, the round's plan sees them placed (as the simulator's round sees its placements).
         placer?.placeIfRequested(true);
         await reconciler.progress();

@@ -260,6 +260,29 @@ describe('the controller and maxRunSeconds', () => {
     expect(r.store.getJob(free.id)?.state).not.toBe('failed');
   });
 
+  it('counts a run on an instance that ended unseen until it ended, whichever pass notices it', async () => {
+    for (const pass of ['reconcile', 'round'] as const) {
+      const control = new ScriptedExits(new Map([['job-1.0', [RUNS_ON, RUNS_ON]]]));
+      const r = rig({}, { tasks: control });
+      control.store = r.store;
+      const job = r.controller.submit(limited(jobSpec('capped', CPU_SMALL), 120), 'research');
+      await passes(r, 40, 10, () => r.store.getJob(job.id)?.state === 'running');
+      const startedAt = r.store.getJob(job.id)?.startedAtSeconds as number;
+      // EC2 ends the instance 70 s in; the next pass to look comes 60 s after the limit.
+      const [instance] = r.cloud.live();
+      if (instance === undefined) throw new Error('nothing launched');
+      await r.cloud.terminate([instance.id]);
+      (r.cloud.instances.get(instance.id) as { endedAt?: Date }).endedAt = new Date((startedAt + 70) * 1000);
+      setClock(r, startedAt + 180);
+      await (pass === 'reconcile' ? r.controller.reconcile() : r.controller.runRound('period'));
+      // It ran 70 s: back to the queue to run the 50 s left, not failed for the 180 s since it started.
+      expect(r.store.getJob(job.id)?.state, pass).not.toBe('failed');
+      expect(r.store.listEvents({ jobId: job.id, kind: JOB_RAN_UNTIL_EVENT }).map((e) => e.data)).toEqual([
+        { ranUntilSeconds: startedAt + 70 },
+      ]);
+    }
+  });
+
   it('does not count the time the controller was stopped: the job runs again for what is left of its limit', async () => {
     const control = new ScriptedExits(new Map([['job-1.0', [RUNS_ON, RUNS_ON]]]));
     const r = rig({}, { tasks: control });
