@@ -7,6 +7,7 @@ import type { WhyResponse } from '../api-responses.js';
 import { formatTable, formatTime, printJson } from '../table.js';
 import { formatDuration } from '../work-estimate.js';
 import { terminalSafeDeep } from '../terminal-text.js';
+import { MAX_WHY_DECISIONS } from '../../protocol/why-limit.js';
 
 interface WhyOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -273,22 +274,19 @@ export function renderWhy(why: WhyResponse): string {
   return out.join('');
 }
 
-/** The most decisions the controller answers at once (its /v1/jobs/{id}/why limit); more is refused here, by the flag. */
-export const MAX_WHY_LIMIT = 1000;
-
 export function registerWhy(program: Command): void {
   addConnectionOptions(
     program
       .command('why')
       .description('explain a job: the scheduling decisions that kept it waiting, moved it or placed it')
       .argument('<id>', 'job id, e.g. job-7')
-      .option('--limit <n>', `at most this many decisions, newest first (at most ${MAX_WHY_LIMIT})`, '10')
+      .option('--limit <n>', `at most this many decisions, newest first (at most ${MAX_WHY_DECISIONS})`, '10')
       .option('--json', 'print the decision records as JSON'),
   ).action(async (id: string, options: WhyOptions) => {
     const limit = Number(options.limit ?? '10');
-    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_WHY_LIMIT)
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_WHY_DECISIONS)
       throw new ValidationError('--limit', [
-        `expected a whole number from 1 to ${MAX_WHY_LIMIT}, got ${options.limit}`,
+        `expected a whole number from 1 to ${MAX_WHY_DECISIONS}, got ${options.limit}`,
       ]);
     const why = await FleetwiseClient.fromOptions(options).why(id, limit);
     if (options.json === true) return printJson(why);

@@ -10,6 +10,7 @@ import {
   str,
   type Schema,
 } from './openapi-builders.js';
+import { MAX_WHY_DECISIONS } from '../../protocol/why-limit.js';
 
 /** The job routes' operations, by path: submitting, reading, cancelling and explaining jobs, and their logs. */
 export const JOB_PATHS: Record<string, Record<string, Schema>> = {
@@ -182,11 +183,15 @@ export const JOB_PATHS: Record<string, Record<string, Schema>> = {
       operationId: 'whyJob',
       parameters: [
         idParam('Job id'),
-        { name: 'limit', in: 'query', schema: { ...int, minimum: 1, maximum: 1000, default: 20 } },
+        {
+          name: 'limit',
+          in: 'query',
+          schema: { ...int, minimum: 1, maximum: MAX_WHY_DECISIONS, default: 20 },
+        },
       ],
       responses: {
         '200': ok('Decision records', ref('Why')),
-        '400': error('A limit that is not a whole number from 1 to 1000'),
+        '400': error(`A limit that is not a whole number from 1 to ${MAX_WHY_DECISIONS}`),
         ...JOB_ERRORS,
       },
     },

@@ -22,6 +22,7 @@ import { dryRunView, requireUploadedContexts, specFromBody } from './submission.
 import { arraySubmissionSize, JOB_ID_PATTERN, type JobSpec } from '../job-spec/spec.js';
 import { jobDocument, jobSummary, visibleJobIds, whyForScope } from './views.js';
 import { jobMarket } from '../explain.js';
+import { MAX_WHY_DECISIONS } from '../../protocol/why-limit.js';
 
 const idParams = z.object({ id: z.string().min(1).max(128) });
 
@@ -77,7 +78,9 @@ const unsuccessfulBody = z.strictObject({
     .optional(),
   reason: freeText(500).optional(),
 });
-const whyQuery = queryParameters({ limit: z.coerce.number().int().min(1).max(1000).default(20) });
+const whyQuery = queryParameters({
+  limit: z.coerce.number().int().min(1).max(MAX_WHY_DECISIONS).default(20),
+});
 
 /**
  * What some job of a submission waits for, each once: the plain `dependsOn` every job of an array shares, and the job
