@@ -10,7 +10,7 @@ import {
   statfsSync,
   statSync,
 } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import { ValidationError } from '../core/validation.js';
 import { ADMIN_TOKEN_FILE } from './local-state.js';
 
@@ -28,31 +28,37 @@ function kindOf(path: string): 'directory' | 'file' | 'missing' {
 }
 
 /**
- * Where writing `path` really lands: through symlinks, a dangling one included (writing through it creates its
- * target), of the file or else of its directory (a file not written yet).
+ * Where writing `path` really lands, as the kernel finds it: through symlinks, a dangling one included (writing through
+ * it creates its target), of the file or else of its directory (a file not written yet). A link is followed before a
+ * `..` after it (`link/../x` is x beside the link's target), so the path is never normalized as text first (Node's
+ * `resolve`, and its own `realpathSync`, would take `link/..` for the directory holding the link): libc's realpath
+ * resolves it.
  */
 export function realTarget(path: string): string {
-  let at = resolve(path);
+  let at = isAbsolute(path) ? path : `${process.cwd()}${sep}${path}`;
   // Bounded as the kernel bounds a chain of links: a loop ends here, and its write fails later with ELOOP.
   for (let hops = 0; hops < 40; hops += 1) {
     try {
-      return realpathSync(at);
+      return realpathSync.native(at);
     } catch {
       // missing, or a link to something missing: followed below
     }
+    let parent: string;
+    try {
+      parent = realpathSync.native(dirname(at));
+    } catch {
+      return resolve(at);
+    }
+    const here = join(parent, basename(at));
     let link: string;
     try {
-      link = readlinkSync(at);
+      link = readlinkSync(here);
     } catch {
-      try {
-        return join(realpathSync(dirname(at)), basename(at));
-      } catch {
-        return at;
-      }
+      return here;
     }
-    at = resolve(dirname(at), link);
+    at = isAbsolute(link) ? link : `${parent}${sep}${link}`;
   }
-  return at;
+  return resolve(at);
 }
 
 /** The first 16 bytes of every SQLite database file, the controller's state among them. */

@@ -115,7 +115,12 @@ describe("a controller's state is never an output file", () => {
     expect(existsSync(join(stateDir, 'state.db-wal'))).toBe(true);
     symlinkSync(join(stateDir, 'new.json'), join(elsewhere, 'dangling.json'));
     symlinkSync(stateDir, join(elsewhere, 'state-link'));
+    // `link/..` is the link's target's parent, as the kernel follows a link before its `..`: here the state directory.
+    mkdirSync(join(stateDir, 'objects'));
+    symlinkSync(join(stateDir, 'objects'), join(elsewhere, 'objects-link'));
     for (const target of [
+      `${elsewhere}/objects-link/../admin-token`,
+      `${elsewhere}/objects-link/../state.db-wal`,
       join(stateDir, 'state.db-wal'),
       join(stateDir, 'state.db-shm'),
       join(stateDir, 'admin-token'),
