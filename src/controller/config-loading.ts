@@ -167,6 +167,15 @@ export function loadControllerConfig(options: LoadConfigOptions): ControllerConf
   // leave it incomplete and blame a flag the user did not give.
   const ec2Only = ec2OnlyFlagProblems(options.flags, merged.provider);
   if (ec2Only.length > 0) throw new ValidationError('controller options', ec2Only);
+  // The same settings written in the file, by field and line: ignored, they would poll an interruption queue for
+  // instances local mode never launches, or fail on an ec2.worker field the file never gave.
+  if (merged.provider === 'local' && file !== undefined) {
+    const inFile = ec2OnlyFileFields(file.value).map(
+      (path) =>
+        `${fieldAt(file, path)}: applies to provider aws only: local mode launches no EC2 instance (leave it out)`,
+    );
+    if (inFile.length > 0) throw new ValidationError(file.path, inFile);
+  }
   if (merged.provider === 'local') applyLocalDefaults(merged);
   if (options.forSimulation === true) {
     merged.cluster ??= SIMULATION_PLACEHOLDERS.cluster;
@@ -331,6 +340,26 @@ function registrationTimeout(
 }
 
 /** The dotted path of every setting a file writes: each section and each of its fields (a list is one setting). */
+/**
+ * The fields of a config file that only configure EC2: `interruptionQueue` and each field of its `ec2:` section but
+ * `ec2.worker.controllerUrl` (local mode's workers reach the API there too), each named once at its outermost.
+ */
+function ec2OnlyFileFields(value: Json): FieldPath[] {
+  const fields: FieldPath[] = 'interruptionQueue' in value ? [['interruptionQueue']] : [];
+  const ec2 = value['ec2'];
+  if (typeof ec2 !== 'object' || ec2 === null || Array.isArray(ec2))
+    return 'ec2' in value ? [...fields, ['ec2']] : fields;
+  for (const [key, field] of Object.entries(ec2)) {
+    if (key !== 'worker' || typeof field !== 'object' || field === null || Array.isArray(field)) {
+      fields.push(['ec2', key]);
+      continue;
+    }
+    for (const workerKey of Object.keys(field))
+      if (workerKey !== 'controllerUrl') fields.push(['ec2', 'worker', workerKey]);
+  }
+  return fields;
+}
+
 function writtenPaths(value: Json, prefix = ''): string[] {
   return Object.entries(value).flatMap(([key, field]) => {
     const path = `${prefix}${key}`;

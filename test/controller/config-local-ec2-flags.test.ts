@@ -44,6 +44,39 @@ describe('EC2-only flags in local mode', () => {
     expect((error as ValidationError).problems).toEqual([REFUSED('--subnets'), REFUSED('--key-name')]);
   });
 
+  it('the same settings in a local-mode file are refused by field and line, but where workers reach the API', () => {
+    const config = join(scratch, 'local-ec2.yaml');
+    writeFileSync(
+      config,
+      [
+        'provider: local',
+        'cluster: c',
+        'interruptionQueue: https://sqs.us-east-1.amazonaws.com/123456789012/q', // line 3
+        'ec2:',
+        '  keyName: k', // line 5
+        '  worker:',
+        '    controllerUrl: http://10.0.0.5:7070',
+        '    templatePath: infra/worker-user-data.sh', // line 8
+        '',
+      ].join('\n'),
+    );
+    const error = load({ config });
+    expect(error).toBeInstanceOf(ValidationError);
+    const inFile = (field: string, line: number): string =>
+      `${field} (line ${line}): applies to provider aws only: local mode launches no EC2 instance (leave it out)`;
+    expect((error as ValidationError).problems).toEqual([
+      inFile('interruptionQueue', 3),
+      inFile('ec2.keyName', 5),
+      inFile('ec2.worker.templatePath', 8),
+    ]);
+    const urlOnly = join(scratch, 'local-url.yaml');
+    writeFileSync(urlOnly, 'provider: local\nec2:\n  worker:\n    controllerUrl: http://10.0.0.5:7070\n');
+    expect(load({ config: urlOnly })).toMatchObject({
+      provider: 'local',
+      ec2: { worker: { controllerUrl: 'http://10.0.0.5:7070' } },
+    });
+  });
+
   it('where workers reach the API is taken in local mode; the EC2 flags with aws', () => {
     expect(load({ provider: 'local', workerControllerUrl: 'http://10.0.0.5:7070' })).toMatchObject({
       provider: 'local',
