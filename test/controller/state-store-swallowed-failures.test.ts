@@ -1,8 +1,7 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
@@ -10,7 +9,7 @@ import { PostgresError } from '../../src/controller/state/postgres/connection.js
 import { PostgresStateStore } from '../../src/controller/state/postgres-state-store.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import type { StateStore } from '../../src/controller/state-store.js';
-import { findPostgresBin, startPostgres, type PostgresServer } from '../helpers/postgres.js';
+import { sqlDatabasesForFile } from '../helpers/postgres.js';
 
 /**
  * A transaction whose function catches a store's error and goes on (StateStore contract, all three stores). SQLite
@@ -25,17 +24,8 @@ const RESNET = parseJobSpec(
   loadCatalogFile(),
 );
 
-const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-swallowed-'));
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
-let files = 0;
-
-// One PostgreSQL server for the file (test/helpers/postgres.ts); each store gets a schema of its own.
-const postgresBin = findPostgresBin();
-let postgres: PostgresServer | undefined;
-beforeAll(async () => {
-  if (postgresBin !== undefined) postgres = await startPostgres(postgresBin);
-});
-afterAll(() => postgres?.stop());
+// A scratch directory and one PostgreSQL server for the file; each store gets a database file or schema of its own.
+const databases = sqlDatabasesForFile('swallowed');
 
 /** A store, and a read of it that fails with a store error: in the database itself where there is one. */
 interface Opened {
@@ -63,7 +53,7 @@ const STORES: readonly (readonly [string, () => Opened, 'commits' | 'throws'])[]
   [
     'SqliteStateStore',
     () => {
-      const path = join(scratch, `state-${++files}.db`);
+      const path = databases.sqlitePath();
       const store = new SqliteStateStore(path, { nowSeconds: () => 1000 });
       const other = new Database(path);
       other.exec('ALTER TABLE kv RENAME TO kv_away');
@@ -75,15 +65,11 @@ const STORES: readonly (readonly [string, () => Opened, 'commits' | 'throws'])[]
   [
     'PostgresStateStore',
     () => {
-      if (postgres === undefined)
-        throw new Error(
-          'PostgreSQL not found under /usr/lib/postgresql (apt-get install postgresql, or set PG_BIN)',
-        );
-      const url = postgres.createSchema();
+      const url = databases.postgresUrl();
       const store = new PostgresStateStore(url, { nowSeconds: () => 1000 });
       const schema = /search_path=(\w+)/.exec(new URL(url).searchParams.get('options') ?? '')?.[1];
       if (schema === undefined) throw new Error(`no search_path in ${url}`);
-      postgres.sql(`ALTER TABLE ${schema}.kv RENAME TO kv_away`);
+      databases.server.sql(`ALTER TABLE ${schema}.kv RENAME TO kv_away`);
       return { store, failingRead: () => store.getValue('k'), close: () => store.close() };
     },
     'throws',

@@ -1,12 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { PostgresStateStore } from '../../src/controller/state/postgres-state-store.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import type { RoundInput, StateStore } from '../../src/controller/state-store.js';
-import { findPostgresBin, startPostgres, type PostgresServer } from '../helpers/postgres.js';
+import { sqlDatabasesForFile } from '../helpers/postgres.js';
 
 /**
  * Reads and prunes by a number no record carries, a fraction or one past the safe integers (StateStore contract, all
@@ -15,32 +12,16 @@ import { findPostgresBin, startPostgres, type PostgresServer } from '../helpers/
  * answered; all three answer alike.
  */
 
-const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-unsafe-numbers-'));
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
-let files = 0;
-
-// One PostgreSQL server for the file (test/helpers/postgres.ts); each store gets a schema of its own.
-const postgresBin = findPostgresBin();
-let postgres: PostgresServer | undefined;
-beforeAll(async () => {
-  if (postgresBin !== undefined) postgres = await startPostgres(postgresBin);
-});
-afterAll(() => postgres?.stop());
+// A scratch directory and one PostgreSQL server for the file; each store gets a database file or schema of its own.
+const databases = sqlDatabasesForFile('unsafe-numbers');
 
 const STORES: readonly (readonly [string, () => StateStore])[] = [
   ['MemoryStateStore', () => new MemoryStateStore({ nowSeconds: () => 1000, storeId: 'test' })],
-  [
-    'SqliteStateStore',
-    () => new SqliteStateStore(join(scratch, `state-${++files}.db`), { nowSeconds: () => 1000 }),
-  ],
+  ['SqliteStateStore', () => new SqliteStateStore(databases.sqlitePath(), { nowSeconds: () => 1000 })],
   [
     'PostgresStateStore',
     () => {
-      if (postgres === undefined)
-        throw new Error(
-          'PostgreSQL not found under /usr/lib/postgresql (apt-get install postgresql, or set PG_BIN)',
-        );
-      return new PostgresStateStore(postgres.createSchema(), { nowSeconds: () => 1000 });
+      return new PostgresStateStore(databases.postgresUrl(), { nowSeconds: () => 1000 });
     },
   ],
 ];

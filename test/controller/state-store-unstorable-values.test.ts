@@ -1,7 +1,6 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
@@ -9,7 +8,7 @@ import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
 import { PostgresStateStore } from '../../src/controller/state/postgres-state-store.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { StateStoreFaultError, type StateStore } from '../../src/controller/state-store.js';
-import { findPostgresBin, startPostgres, type PostgresServer } from '../helpers/postgres.js';
+import { sqlDatabasesForFile } from '../helpers/postgres.js';
 
 /**
  * A value the state cannot hold (NaN, ±Infinity, undefined where a column wants a value) is refused by both SQL
@@ -23,32 +22,16 @@ const spec = (file: string): JobSpec =>
   parseJobSpec(readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', file), 'utf8'), file, catalog);
 const RESNET = spec('resnet.yaml');
 
-const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-unstorable-'));
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
-let files = 0;
-
-// One PostgreSQL server for the file (test/helpers/postgres.ts); each store gets a schema of its own.
-const postgresBin = findPostgresBin();
-let postgres: PostgresServer | undefined;
-beforeAll(async () => {
-  if (postgresBin !== undefined) postgres = await startPostgres(postgresBin);
-});
-afterAll(() => postgres?.stop());
+// A scratch directory and one PostgreSQL server for the file; each store gets a database file or schema of its own.
+const databases = sqlDatabasesForFile('unstorable');
 
 type Factory = (nowSeconds: () => number) => StateStore;
 const SQL_STORES: readonly (readonly [string, Factory])[] = [
-  [
-    'SqliteStateStore',
-    (nowSeconds) => new SqliteStateStore(join(scratch, `state-${++files}.db`), { nowSeconds }),
-  ],
+  ['SqliteStateStore', (nowSeconds) => new SqliteStateStore(databases.sqlitePath(), { nowSeconds })],
   [
     'PostgresStateStore',
     (nowSeconds) => {
-      if (postgres === undefined)
-        throw new Error(
-          'PostgreSQL not found under /usr/lib/postgresql (apt-get install postgresql, or set PG_BIN)',
-        );
-      return new PostgresStateStore(postgres.createSchema(), { nowSeconds });
+      return new PostgresStateStore(databases.postgresUrl(), { nowSeconds });
     },
   ],
 ];

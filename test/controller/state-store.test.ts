@@ -16,7 +16,7 @@ import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
-import { findPostgresBin, startPostgres, type PostgresServer } from '../helpers/postgres.js';
+import { sqlDatabasesForFile } from '../helpers/postgres.js';
 import { parseJobSpec } from '../../src/controller/job-spec/parse.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import { MemoryStateStore } from '../../src/controller/memory-state-store.js';
@@ -47,25 +47,10 @@ const RESNET = spec('resnet.yaml');
 const DDP = spec('resnet-ddp.yaml'); // two gang tasks
 const FOAM = spec('openfoam.yaml');
 
-const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-state-'));
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
-let dbCounter = 0;
-const freshDbPath = (): string => join(scratch, `state-${++dbCounter}.db`);
-
-// One PostgreSQL server for the file (Debian's, test/helpers/postgres.ts); each store gets a schema of its own.
-const postgresBin = findPostgresBin();
-let postgres: PostgresServer | undefined;
-beforeAll(async () => {
-  if (postgresBin !== undefined) postgres = await startPostgres(postgresBin);
-});
-afterAll(() => postgres?.stop());
-function freshPostgresUrl(): string {
-  if (postgres === undefined)
-    throw new Error(
-      'PostgreSQL not found under /usr/lib/postgresql (apt-get install postgresql, or set PG_BIN)',
-    );
-  return postgres.createSchema();
-}
+// A scratch directory and one PostgreSQL server (Debian's) for the file; each store gets a file or schema of its own.
+const databases = sqlDatabasesForFile('state');
+const freshDbPath = (): string => databases.sqlitePath();
+const freshPostgresUrl = (): string => databases.postgresUrl();
 
 function round(n: number): RoundInput {
   return {

@@ -169,3 +169,43 @@ export function describeWithPostgres(name: string, body: (pg: PostgresContext) =
     });
   });
 }
+
+/** Fresh databases of the SQL stores for the tests of one file: a SQLite file each, a PostgreSQL schema each. */
+export interface SqlDatabases {
+  /** A path for a new SQLite database in the file's scratch directory. */
+  sqlitePath(): string;
+  /** The URL of a new PostgreSQL schema on the file's server; fails, naming what to install, when there is none. */
+  postgresUrl(): string;
+  /** The file's PostgreSQL server (for statements of a second connection). */
+  readonly server: PostgresServer;
+}
+
+/**
+ * One scratch directory and one throwaway PostgreSQL server for the calling test file, through its hooks: the setup
+ * of every test that runs the StateStore contract on the SQL stores. A test that needs PostgreSQL and finds none fails.
+ */
+export function sqlDatabasesForFile(prefix: string): SqlDatabases {
+  const scratch = mkdtempSync(join(tmpdir(), `fleetwise-${prefix}-`));
+  afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+  let files = 0;
+  const bin = findPostgresBin();
+  let server: PostgresServer | undefined;
+  beforeAll(async () => {
+    if (bin !== undefined) server = await startPostgres(bin);
+  });
+  afterAll(() => server?.stop());
+  const running = (): PostgresServer => {
+    if (server === undefined)
+      throw new Error(
+        'PostgreSQL not found under /usr/lib/postgresql (apt-get install postgresql, or set PG_BIN)',
+      );
+    return server;
+  };
+  return {
+    sqlitePath: () => join(scratch, `state-${++files}.db`),
+    postgresUrl: () => running().createSchema(),
+    get server() {
+      return running();
+    },
+  };
+}
