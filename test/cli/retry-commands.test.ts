@@ -58,7 +58,7 @@ describe('fleetwise jobs/job with retried attempts (CLI subprocess)', () => {
     expect(out.code).toBe(0);
     expect(out.stdout).toMatch(/^attempts {3}attempt 2 of 3$/m);
     expect(out.stdout).toMatch(
-      /^attempt 1 {2}failed \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ: task job-1\.0, exit code 137\n {11}exit code 137; last output:\n {11}Killed$/m,
+      /^attempt 1 {2}failed \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ: task job-1\.0\n {11}exit code 137; last output:\n {11}Killed$/m,
     );
     const json = await cli(['job', 'job-1', '--json']);
     expect(JSON.parse(json.stdout)).toMatchObject({

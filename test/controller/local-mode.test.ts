@@ -355,7 +355,8 @@ describe.concurrent('local mode end to end (one controller per scenario, run con
     ]);
     const text = await cli(['job', id], ctl.env);
     expect(text).toMatch(/^attempts {3}attempt 2 of 2$/m);
-    expect(text).toMatch(/^attempt 1 {2}failed .*: task job-1\.0, exit code 3$/m);
+    // The worker's reason names the exit code, so the attempt's line leaves it to the reason below it.
+    expect(text).toMatch(/^attempt 1 {2}failed .*: task job-1\.0\n +exit code 3; last output:$/m);
     const logs = await ctl.logs(id);
     expect(logs).toMatch(/attempt 1, restore 0\nno marker: failing/);
     expect(logs).toMatch(/attempt 2, restore 1\nresumed from the marker/);
