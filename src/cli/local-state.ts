@@ -11,6 +11,15 @@ export const LOCAL_STATE_DIR = '.fleetwise';
 /** The local mode's default API address. */
 export const LOCAL_DEFAULT_LISTEN = '127.0.0.1:7070';
 export const ADMIN_TOKEN_FILE = 'admin-token';
+/**
+ * What else a controller keeps in its state directory, named in this module that loads nothing else so that checking a
+ * path (`output-target.ts`) needs no controller module: its SQLite state, its pid file (its kernel lock is beside it,
+ * `controller.lock`) and the cluster's worker token.
+ */
+export const STATE_DB_FILE = 'state.db';
+export const CONTROLLER_PID_FILE = 'controller.pid';
+export const CONTROLLER_LOCK_FILE = 'controller.lock';
+export const WORKER_TOKEN_FILE = 'worker-token';
 /** The API's URL as bound (`http://127.0.0.1:7070`), written once the controller listens. */
 export const API_URL_FILE = 'api-url';
 

@@ -12,7 +12,13 @@ import {
 } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import { ValidationError } from '../core/validation.js';
-import { ADMIN_TOKEN_FILE } from './local-state.js';
+import {
+  ADMIN_TOKEN_FILE,
+  CONTROLLER_LOCK_FILE,
+  CONTROLLER_PID_FILE,
+  STATE_DB_FILE,
+  WORKER_TOKEN_FILE,
+} from './local-state.js';
 
 /**
  * Where a command will write, checked before it does work that may take minutes: a run whose results cannot be
@@ -79,13 +85,8 @@ function isSqliteDatabase(path: string): boolean {
   }
 }
 
-/**
- * Files only a controller writes in its state directory (`state-dir-lock.ts`, `commands/controller/secrets.ts`),
- * named here so that checking a path loads no controller module.
- */
-const CONTROLLER_FILES = ['controller.pid', 'controller.lock', ADMIN_TOKEN_FILE, 'worker-token'];
-/** The controller's SQLite state (`commands/controller/state-dir.ts` DB_FILE). */
-const STATE_DB_FILE = 'state.db';
+/** Files only a controller writes in its state directory. */
+const CONTROLLER_FILES = [CONTROLLER_PID_FILE, CONTROLLER_LOCK_FILE, ADMIN_TOKEN_FILE, WORKER_TOKEN_FILE];
 
 /**
  * The fleetwise state directory a file written to `real` (a real path) would land in, and the file that marks it:

@@ -10,6 +10,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { CONTROLLER_PID_FILE } from './local-state.js';
 import Database from 'better-sqlite3';
 
 /**
@@ -30,7 +31,7 @@ import Database from 'better-sqlite3';
  */
 
 /** The running controller's pid file, in the state directory (`fleetwise down` reads it). */
-export const PID_FILE = 'controller.pid';
+export const PID_FILE = CONTROLLER_PID_FILE;
 
 /**
  * Controllers sharing a PostgreSQL state may share a state directory too (the lease, not the directory, decides which

@@ -16,7 +16,7 @@ import {
 } from '../../cloud/local/worker-spawner.js';
 import { parseWith, ValidationError } from '../../core/validation.js';
 import { controllerConfigSchema, type ControllerConfig } from '../../controller/config.js';
-import { findLocalController, LOCAL_STATE_DIR } from '../local-state.js';
+import { ADMIN_TOKEN_FILE, findLocalController, LOCAL_STATE_DIR, WORKER_TOKEN_FILE } from '../local-state.js';
 import {
   dirLockHeld,
   lockFileOf,
@@ -393,7 +393,7 @@ function markStoppedByDown(stateFile: string, stopped: readonly LocalInstance[])
 /** Whether `dir` is (or was) a controller's state directory: it holds what a controller or its workers write there. */
 function isStateDirectory(dir: string): boolean {
   if (whatIsAt(dir) !== 'directory') return false;
-  const marks = [DB_FILE, 'admin-token', 'worker-token', PID_FILE, 'local-instances.json', 'instances'];
+  const marks = [DB_FILE, ADMIN_TOKEN_FILE, WORKER_TOKEN_FILE, PID_FILE, 'local-instances.json', 'instances'];
   if (marks.some((name) => existsSync(join(dir, name))) || existsSync(lockFileOf(dir))) return true;
   if (existsSync(journalPathOf(join(dir, 'local-instances.json')))) return true;
   return sharedControllers(dir).length > 0;

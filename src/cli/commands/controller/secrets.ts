@@ -4,14 +4,13 @@ import { join } from 'node:path';
 import type { SecretFilePaths } from '../../../controller/backup/backup-documents.js';
 import { MIN_TOKEN_LENGTH } from '../../../controller/state/tokens.js';
 import { ValidationError } from '../../../core/validation.js';
-import { ADMIN_TOKEN_FILE } from '../../local-state.js';
+import { ADMIN_TOKEN_FILE, WORKER_TOKEN_FILE } from '../../local-state.js';
 
 /** The controller's secrets: the admin, worker and metrics tokens, kept owner-only in the state directory. */
 
 export const ADMIN_TOKEN_ENV = 'FLEETWISE_ADMIN_TOKEN';
 /** The token `/metrics` asks for with `metricsAuth: token`, instead of the state directory's file. */
 export const METRICS_TOKEN_ENV = 'FLEETWISE_METRICS_TOKEN';
-const WORKER_TOKEN_FILE = 'worker-token';
 const METRICS_TOKEN_FILE = 'metrics-token';
 
 /** Where the state directory keeps its token files (a restore installs them, the backups copy them). */

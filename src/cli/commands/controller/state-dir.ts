@@ -8,13 +8,14 @@ import { restoreState } from '../../../controller/backup/restore-state.js';
 import { openObjectStore } from '../../../storage/open-object-store.js';
 import { describeRestore } from '../../controller-backups.js';
 import { sharesState } from '../../controller-state.js';
+import { STATE_DB_FILE } from '../../local-state.js';
 import { claimStateDir, recordSharedController } from '../../state-dir-lock.js';
 import type { SecretFiles } from './secrets.js';
 
 /** The controller's state directory: made owner-only, claimed by this controller, filled from a backup on request. */
 
 /** The SQLite state in the state directory (`fleetwise export-trace` reads it too). */
-export const DB_FILE = 'state.db';
+export const DB_FILE = STATE_DB_FILE;
 
 /** Create the state directory (owner-only) and claim it for this controller; returns what releases the claim. */
 export function claimStateDirectory(config: ControllerConfig): () => void {
