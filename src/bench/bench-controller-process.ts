@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { LOCAL_INSTANCES_FILE, WORKER_TOKEN_FILE } from '../cli/local-state.js';
 import { readLocalInstances } from '../cloud/local/instance-file.js';
 import { WORKER_MAIN } from '../cloud/local/worker-spawner.js';
 import { stopProcesses } from './stop-processes.js';
@@ -178,13 +179,13 @@ export class BenchController {
 
   /** The cluster's worker token (the local provider's bootstrap token), for the simulated workers. */
   workerToken(): string {
-    return readFileSync(join(this.stateDir, 'worker-token'), 'utf8').trim();
+    return readFileSync(join(this.stateDir, WORKER_TOKEN_FILE), 'utf8').trim();
   }
 
   /** The local provider's instances (its state file and journal, instance-file.ts), without asking the controller. */
   instances(): LocalInstanceState[] {
     try {
-      return readLocalInstances(join(this.stateDir, 'local-instances.json'));
+      return readLocalInstances(join(this.stateDir, LOCAL_INSTANCES_FILE));
     } catch {
       return []; // a line being written: read again next time
     }

@@ -20,6 +20,8 @@ export const STATE_DB_FILE = 'state.db';
 export const CONTROLLER_PID_FILE = 'controller.pid';
 export const CONTROLLER_LOCK_FILE = 'controller.lock';
 export const WORKER_TOKEN_FILE = 'worker-token';
+/** The local provider's record of the instances it launched (its journal beside it, instance-file.ts). */
+export const LOCAL_INSTANCES_FILE = 'local-instances.json';
 /** The API's URL as bound (`http://127.0.0.1:7070`), written once the controller listens. */
 export const API_URL_FILE = 'api-url';
 

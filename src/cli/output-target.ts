@@ -10,7 +10,7 @@ import {
   statfsSync,
   statSync,
 } from 'node:fs';
-import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { ValidationError } from '../core/validation.js';
 import {
   ADMIN_TOKEN_FILE,
@@ -149,8 +149,8 @@ const PSEUDO_FILESYSTEMS = new Map<number, string>([
 
 /**
  * A directory to write files into: one that exists, or can be made (its nearest existing ancestor a directory), in
- * which this process may create files, on a filesystem that holds files. Nothing is created here: a run refused
- * later leaves no empty directory behind.
+ * which this process may create files, on a filesystem that holds files, and not in a controller's state directory.
+ * Nothing is created here: a run refused later leaves no empty directory behind.
  */
 export function checkOutputDirectory(path: string, flag: string): void {
   const target = resolve(path);
@@ -167,6 +167,15 @@ export function checkOutputDirectory(path: string, flag: string): void {
     at = parent;
   }
   const cannot = at === target ? '' : `: cannot make ${path}`;
+  // Reports beside a controller's state would be taken for its files (and `down` would find a state directory in a
+  // report directory); the nearest existing directory is resolved as the kernel does, the rest is yet to be made.
+  const real = join(realpathSync.native(at), relative(at, target));
+  const stateDir = enclosingStateDirectory(join(real, '.report'));
+  if (stateDir !== undefined)
+    throw new ValidationError(flag, [
+      `${real === target ? path : `${path} (${real})`} is ${stateDir.dir === real ? '' : 'in '}${stateDir.dir}, ` +
+        `a fleetwise controller's state directory (it holds ${stateDir.mark}): write reports elsewhere`,
+    ]);
   const pseudo = PSEUDO_FILESYSTEMS.get(Number(statfsSync(at).type));
   if (pseudo !== undefined)
     throw new ValidationError(flag, [

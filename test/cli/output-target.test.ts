@@ -162,4 +162,25 @@ describe("a controller's state is never an output file", () => {
     execFileSync('mkfifo', [join(elsewhere, 'pipe')]);
     expect(problem(() => checkOutputFile(join(elsewhere, 'pipe'), '--out'))).toBe('accepted');
   });
+
+  it('refuses a report directory that is, or is below, a state directory, through a link too', () => {
+    symlinkSync(stateDir, join(elsewhere, 'state-dir-link'));
+    for (const target of [
+      stateDir,
+      join(stateDir, 'reports', 'new'),
+      join(elsewhere, 'state-dir-link', 'reports'),
+    ])
+      expect(
+        problem(() => checkOutputDirectory(target, '--out')),
+        target,
+      ).toMatch(
+        /^--out: .*state, a fleetwise controller's state directory \(it holds .*\): write reports elsewhere/,
+      );
+    expect(problem(() => checkOutputDirectory(stateDir, '--out'))).toMatch(/^--out: \S+ is \S+\/state, /);
+    expect(problem(() => checkOutputDirectory(join(elsewhere, 'state-dir-link', 'r'), '--out'))).toContain(
+      `(${join(stateDir, 'r')}) is in ${stateDir}`,
+    );
+    expect(existsSync(join(stateDir, 'reports'))).toBe(false);
+    expect(problem(() => checkOutputDirectory(join(elsewhere, 'reports'), '--out'))).toBe('accepted');
+  });
 });

@@ -16,7 +16,13 @@ import {
 } from '../../cloud/local/worker-spawner.js';
 import { parseWith, ValidationError } from '../../core/validation.js';
 import { controllerConfigSchema, type ControllerConfig } from '../../controller/config.js';
-import { ADMIN_TOKEN_FILE, findLocalController, LOCAL_STATE_DIR, WORKER_TOKEN_FILE } from '../local-state.js';
+import {
+  ADMIN_TOKEN_FILE,
+  findLocalController,
+  LOCAL_INSTANCES_FILE,
+  LOCAL_STATE_DIR,
+  WORKER_TOKEN_FILE,
+} from '../local-state.js';
 import {
   dirLockHeld,
   lockFileOf,
@@ -201,7 +207,7 @@ export async function runDown(flags: DownFlags): Promise<void> {
         : `${stateDir} is not a controller's state directory (${whatIsAt(stateDir) === 'other' ? 'not a directory' : 'no state, token or instance records in it'}): give the directory the controller was started with`,
     ]);
   const graceMs = options['--grace-seconds'] * 1000;
-  const stateFile = join(stateDir, 'local-instances.json');
+  const stateFile = join(stateDir, LOCAL_INSTANCES_FILE);
   const forget = options['--forget-tasks'];
   // Checked before anything stops: a mistyped id must not leave the tasks it meant to be asked for.
   if (Array.isArray(forget)) checkForgettable(stateFile, forget);
@@ -393,9 +399,9 @@ function markStoppedByDown(stateFile: string, stopped: readonly LocalInstance[])
 /** Whether `dir` is (or was) a controller's state directory: it holds what a controller or its workers write there. */
 function isStateDirectory(dir: string): boolean {
   if (whatIsAt(dir) !== 'directory') return false;
-  const marks = [DB_FILE, ADMIN_TOKEN_FILE, WORKER_TOKEN_FILE, PID_FILE, 'local-instances.json', 'instances'];
+  const marks = [DB_FILE, ADMIN_TOKEN_FILE, WORKER_TOKEN_FILE, PID_FILE, LOCAL_INSTANCES_FILE, 'instances'];
   if (marks.some((name) => existsSync(join(dir, name))) || existsSync(lockFileOf(dir))) return true;
-  if (existsSync(journalPathOf(join(dir, 'local-instances.json')))) return true;
+  if (existsSync(journalPathOf(join(dir, LOCAL_INSTANCES_FILE)))) return true;
   return sharedControllers(dir).length > 0;
 }
 

@@ -12,7 +12,7 @@ import { WorkerRegistrar } from '../../../controller/worker-identity/worker-regi
 import { identityVerifierFor } from '../../../controller/worker-identity/identity-certificates.js';
 import type { ControllerState } from '../../controller-state.js';
 import { resolveEc2Settings } from '../../ec2-settings.js';
-import { LOCAL_DEFAULT_LISTEN } from '../../local-state.js';
+import { LOCAL_DEFAULT_LISTEN, LOCAL_INSTANCES_FILE } from '../../local-state.js';
 import { ValidationError } from '../../../core/validation.js';
 import { dockerUnreachable, dockerWhere } from '../../../worker/executors/docker-engine.js';
 import { dockerAvailable, makeExecutor } from '../worker.js';
@@ -26,8 +26,6 @@ import { ensureSecretFile, type SecretFiles } from './secrets.js';
  * workers; workers register from elsewhere over the worker protocol (`fleetwise bench controller` simulates them).
  */
 export const EXTERNAL_WORKERS_ENV = 'FLEETWISE_EXTERNAL_WORKERS';
-/** The local provider's record of the instances it launched. */
-const LOCAL_INSTANCES_FILE = 'local-instances.json';
 
 export interface Fleet {
   /** What launches and terminates instances, behind the lease; undefined in a dry run (no cloud call). */
