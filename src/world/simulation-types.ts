@@ -16,7 +16,6 @@ export interface SimulationProgress {
   readonly nowSeconds: number;
   readonly finishedJobs: number;
   readonly totalJobs: number;
-  readonly rounds: number;
   readonly costSoFar: number;
 }
 

@@ -360,7 +360,6 @@ export class Simulation {
       nowSeconds: this.state.now,
       finishedJobs: this.state.finishedJobs,
       totalJobs: this.state.jobs.length,
-      rounds: this.tally.rounds,
       costSoFar: this.state.meter.costSoFar,
     });
     if (this.state.allJobsFinished && this.state.assignable.size === 0) return; // no more rounds needed

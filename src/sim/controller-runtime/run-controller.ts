@@ -410,7 +410,6 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
         nowSeconds: t,
         finishedJobs: finished,
         totalJobs: jobs.length,
-        rounds: 0,
         costSoFar: meter.costSoFar,
       });
     }
