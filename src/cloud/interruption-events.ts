@@ -27,6 +27,8 @@ export interface ReceivedInterruption {
   readonly event?: InterruptionEvent | undefined;
   /** Why the message could not be read, naming the field. */
   readonly problem?: string | undefined;
+  /** What a well-formed event that is not an interruption is (its source and detail-type), to say what was dropped. */
+  readonly ignored?: string | undefined;
   /** The queue's handle to delete the message once acted on. */
   readonly receipt: string;
 }
@@ -66,8 +68,15 @@ const spotDetailSchema = z.object({
 });
 const rebalanceDetailSchema = z.object({ 'instance-id': instanceId });
 
-/** An EventBridge message body: the event, undefined when it is not an interruption, or a problem naming the field. */
-export function parseInterruptionMessage(body: string): { event?: InterruptionEvent; problem?: string } {
+/**
+ * An EventBridge message body: the event; what it is (`ignored`) when it is an event but not an interruption; or a
+ * problem naming the field.
+ */
+export function parseInterruptionMessage(body: string): {
+  event?: InterruptionEvent;
+  problem?: string;
+  ignored?: string;
+} {
   let json: unknown;
   try {
     json = JSON.parse(body);
@@ -77,7 +86,8 @@ export function parseInterruptionMessage(body: string): { event?: InterruptionEv
   const envelope = envelopeSchema.safeParse(json);
   if (!envelope.success) return { problem: describe(envelope.error) };
   const { 'detail-type': detailType, time, detail, source } = envelope.data;
-  if (source !== 'aws.ec2') return {};
+  const ignored = { ignored: `${JSON.stringify(detailType)} from ${source}` };
+  if (source !== 'aws.ec2') return ignored;
   if (detailType === SPOT_INTERRUPTION_DETAIL_TYPE) {
     const parsed = spotDetailSchema.safeParse(detail);
     if (!parsed.success) return { problem: describe(parsed.error, 'detail') };
@@ -88,7 +98,7 @@ export function parseInterruptionMessage(body: string): { event?: InterruptionEv
     if (!parsed.success) return { problem: describe(parsed.error, 'detail') };
     return { event: { kind: 'rebalance-recommendation', cloudInstanceId: parsed.data['instance-id'], time } };
   }
-  return {};
+  return ignored;
 }
 
 function describe(error: z.ZodError, prefix?: string): string {

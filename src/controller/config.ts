@@ -488,6 +488,7 @@ export const controllerConfigSchema = z
      */
     interruptionQueue: z
       .url({
+        protocol: /^https?$/,
         error:
           'an SQS queue URL, e.g. https://sqs.us-east-1.amazonaws.com/123456789012/fleetwise-interruptions',
       })

@@ -406,11 +406,18 @@ export class Controller implements ControllerService {
 
   /**
    * EC2 warned that it reclaims (or may soon reclaim) the instance with this cloud id (the interruption queue):
-   * spot-interruptions.ts. False when the instance is not one of this cluster's live instances.
+   * spot-interruptions.ts. False when nothing changed: already acted on, or not one of this cluster's instances.
    */
   interruptionFromQueue(cloudId: string, report: Omit<InterruptionReport, 'source'>): boolean {
     const inst = this.store.findInstanceByCloudId(cloudId);
-    if (inst === undefined) return false;
+    if (inst === undefined) {
+      // The queue is the cluster's own: a warning for an instance it never had means a rule shared with others.
+      this.log.warn(
+        `interruption queue: ${report.kind} for ${cloudId} ignored: not an instance of this cluster ` +
+          "(is the queue's EventBridge rule shared with another cluster?)",
+      );
+      return false;
+    }
     return this.interruptions.handle(inst.id, { ...report, source: 'interruption-queue' });
   }
 

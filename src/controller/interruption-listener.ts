@@ -7,8 +7,8 @@ import type { InterruptionReport } from './spot-interruptions.js';
 export interface InterruptionListenerDeps {
   readonly source: InterruptionEventSource;
   /**
-   * The controller's reaction (Controller.interruptionFromQueue): false when the instance is not the cluster's. A
-   * throw (the store briefly unavailable) leaves that message on the queue for redelivery.
+   * The controller's reaction (Controller.interruptionFromQueue): false when nothing changed (already acted on, or
+   * not an instance of the cluster, which the controller logs). A throw (the store briefly unavailable) leaves that message on the queue for redelivery.
    */
   readonly handle: (cloudInstanceId: string, report: Omit<InterruptionReport, 'source'>) => boolean;
   readonly log: ControllerLogger;
@@ -32,6 +32,8 @@ export interface InterruptionListenerDeps {
 export class InterruptionListener {
   private readonly stopping = new AbortController();
   private running: Promise<void> | undefined;
+  /** The kinds of other events dropped so far: each is logged once, as a rule sending them may send many. */
+  private readonly ignoredKinds = new Set<string>();
 
   constructor(private readonly deps: InterruptionListenerDeps) {}
 
@@ -59,6 +61,16 @@ export class InterruptionListener {
         continue;
       }
       if (m.event === undefined) {
+        // A queue fed by a broader rule than fleetwise reads (Karpenter's sends state changes and health events too):
+        // said once per kind, so that a rule sending nothing fleetwise reads is seen in the log.
+        const kind = m.ignored ?? 'an event with no detail-type';
+        if (!this.ignoredKinds.has(kind)) {
+          this.ignoredKinds.add(kind);
+          log.info(
+            `interruption queue: deleting ${kind} events (message ${m.messageId} the first): not an interruption ` +
+              'warning or rebalance recommendation',
+          );
+        }
         done.push(m.receipt);
         continue;
       }

@@ -295,6 +295,21 @@ describe('controller configuration', () => {
     );
     expect(both.problems).toContain('--bucket: give either objectStore or bucket, not both');
 
+    // Any scheme parses as a URL; only an http(s) one can be a queue, and a mistyped one would fail every receive.
+    for (const queue of ['mailto:ops@example.com', 'sqs:fleetwise', 'ftp://sqs.example.com/1/q'])
+      expect(
+        problemsOf(() =>
+          loadControllerConfig({
+            flags: { cluster: 'c', stateDir: 's', interruptionQueue: queue },
+            env: {},
+            defaultRegion: 'us-east-1',
+          }),
+        ).problems,
+        queue,
+      ).toEqual([
+        '--interruption-queue: an SQS queue URL, e.g. https://sqs.us-east-1.amazonaws.com/123456789012/fleetwise-interruptions',
+      ]);
+
     const yaml = file('broken.yaml', 'cluster: [unclosed');
     expect(problemsOf(() => loadControllerConfig({ flags: { config: yaml }, env: {} })).problems[0]).toMatch(
       /^not valid YAML/,

@@ -135,4 +135,41 @@ describe('the interruption listener', () => {
         'again, which changes nothing',
     ]);
   });
+
+  it('deletes events that are not interruptions, saying so once per kind so a wrong rule shows in the log', async () => {
+    const other = (source: string, detailType: string): string =>
+      JSON.stringify({ 'detail-type': detailType, source, time: '2026-11-24T13:00:00Z', detail: {} });
+    const bodies = [
+      other('aws.ec2', 'EC2 Instance State-change Notification'),
+      other('aws.health', 'AWS Health Event'),
+      other('aws.ec2', 'EC2 Instance State-change Notification'),
+    ];
+    const messages: ReceivedInterruption[] = bodies.map((b, i) => ({
+      messageId: `m${i}`,
+      receipt: `r${i}`,
+      ...parseInterruptionMessage(b),
+    }));
+    const acknowledged: string[] = [];
+    const infos: string[] = [];
+    const listener = new InterruptionListener({
+      source: {
+        receive: () => Promise.resolve(messages),
+        acknowledge: (receipts): Promise<readonly AcknowledgeFailure[]> => {
+          acknowledged.push(...receipts);
+          return Promise.resolve([]);
+        },
+      },
+      handle: () => true,
+      log: { info: (m) => infos.push(m), warn() {}, error() {} },
+    });
+    expect(await listener.pollOnce()).toBe(0);
+    expect(await listener.pollOnce()).toBe(0);
+    expect(acknowledged).toEqual(['r0', 'r1', 'r2', 'r0', 'r1', 'r2']);
+    expect(infos).toEqual([
+      'interruption queue: deleting "EC2 Instance State-change Notification" from aws.ec2 events (message m0 the ' +
+        'first): not an interruption warning or rebalance recommendation',
+      'interruption queue: deleting "AWS Health Event" from aws.health events (message m1 the first): not an ' +
+        'interruption warning or rebalance recommendation',
+    ]);
+  });
 });

@@ -60,6 +60,7 @@ describeWithMoto('the interruption queue (moto: EC2 and SQS)', (moto) => {
       nowSeconds: () => clock.nowSeconds(),
       synchronous: 'normal',
     });
+    const controllerWarnings: string[] = [];
     const controller = new Controller({
       store,
       catalog,
@@ -67,6 +68,7 @@ describeWithMoto('the interruption queue (moto: EC2 and SQS)', (moto) => {
       clock,
       objectStore: await openObjectStore(join(scratch, 'objects')),
       settings: { ...BASE_SETTINGS, clusterName: 'spot-queue' },
+      logger: { info() {}, warn: (m) => controllerWarnings.push(m), error() {} },
     });
     const job = controller.submit(jobSpec('small', CPU_SMALL), 'research');
     await controller.recover();
@@ -97,6 +99,9 @@ describeWithMoto('the interruption queue (moto: EC2 and SQS)', (moto) => {
       }),
     );
     await send(eventBridge('EC2 Spot Instance Interruption Warning', { 'instance-id': 'not-an-id' }));
+    await send(
+      eventBridge('EC2 Instance Rebalance Recommendation', { 'instance-id': 'i-0fedcba9876543210' }),
+    );
 
     const warnings: string[] = [];
     const listener = new InterruptionListener({
@@ -117,6 +122,11 @@ describeWithMoto('the interruption queue (moto: EC2 and SQS)', (moto) => {
     expect(left.Attributes?.ApproximateNumberOfMessages).toBe('0');
     expect(left.Attributes?.ApproximateNumberOfMessagesNotVisible).toBe('0');
     expect(warnings.some((w) => /detail\.instance-id: an EC2 instance id/.test(w))).toBe(true);
+    // The queue is the cluster's own: a warning for an instance it never had is said, then deleted.
+    expect(controllerWarnings).toContain(
+      'interruption queue: rebalance-recommendation for i-0fedcba9876543210 ignored: not an instance of this ' +
+        "cluster (is the queue's EventBridge rule shared with another cluster?)",
+    );
 
     // Drained at once, with the time EC2 acts (two minutes after the warning).
     const drained = store.getInstance(record?.id ?? '');
