@@ -256,8 +256,31 @@ describe('controller API: authentication and team isolation', () => {
     const refused = await call('POST', `/v1/jobs/${visionJob}/cancel`, { token: NLP_TOKEN });
     expect(refused.status).toBe(404);
     expect(service.store.getJob(visionJob)?.state).toBe('queued');
+    // A route that takes no body refuses fields a caller may take for options, rather than acting without them.
+    const withOptions = await call('POST', `/v1/jobs/${visionJob}/cancel`, {
+      token: VISION_TOKEN,
+      json: { array: true, reason: 'x' },
+    });
+    expect(withOptions.status).toBe(400);
+    expect(errorOf(withOptions).details).toEqual([
+      'array: unknown field: this request takes no body',
+      'reason: unknown field: this request takes no body',
+    ]);
+    const asYaml = await call('POST', `/v1/jobs/${visionJob}/cancel`, {
+      token: VISION_TOKEN,
+      body: 'array: true\n',
+      contentType: 'application/yaml',
+    });
+    expect(asYaml.status).toBe(415);
+    expect(service.store.getJob(visionJob)?.state).toBe('queued');
+    const drain = await call('POST', '/v1/instances/inst-404/drain', {
+      token: ADMIN_TOKEN,
+      json: { force: true },
+    });
+    expect(drain.status).toBe(400);
+    expect(errorOf(drain).details).toEqual(['force: unknown field: this request takes no body']);
 
-    const mine = await call('POST', `/v1/jobs/${visionJob}/cancel`, { token: VISION_TOKEN });
+    const mine = await call('POST', `/v1/jobs/${visionJob}/cancel`, { token: VISION_TOKEN, json: {} });
     expect(mine.status).toBe(200);
     expect(mine.body).toMatchObject({ id: visionJob, state: 'cancelled' });
     expect(service.store.getJob(visionJob)?.state).toBe('cancelled');

@@ -359,6 +359,10 @@ describe('parseJobSpec: rejected specs name the field and the reason', () => {
       /^not valid YAML\/JSON: the key "team" is given more than once, again at line \d+, column 1$/,
     ],
     ['a list at the root', '- a\n- b\n', /^\(root\): expected a job spec/],
+    // Tagged roots read as a Buffer, a Set and a Map: their bytes or entries are no fields to name.
+    ['bytes at the root', '!!binary aGVsbG8=\n', /^\(root\): expected a job spec/],
+    ['a set at the root', '!!set { name, team }\n', /^\(root\): expected a job spec/],
+    ['an ordered map at the root', '!!omap [ name: x, team: t ]\n', /^\(root\): expected a job spec/],
   ];
 
   it.each(cases)('rejects %s', (_label, text, expected) => {

@@ -4,7 +4,12 @@ import type { Command } from 'commander';
 import { isNode } from 'yaml';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
-import { readSpecText, validateJobSpec, validateSpecText } from '../../controller/job-spec/parse.js';
+import {
+  isSpecMap,
+  readSpecText,
+  validateJobSpec,
+  validateSpecText,
+} from '../../controller/job-spec/parse.js';
 import { lineOf } from '../../controller/job-spec/problems.js';
 import { writtenArraySize } from '../../controller/job-spec/array.js';
 import { IDEMPOTENCY_KEY_PATTERN, IDEMPOTENCY_KEY_RULE } from '../../controller/submission-keys.js';
@@ -96,7 +101,7 @@ export async function checkSpecFile(
   // an env value keeps the text written (1.10, 007) when the spec is sent on as JSON.
   const read = readSpecText(text, source);
   const { doc, lineCounter: counter, value: raw } = read;
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+  if (!isSpecMap(raw)) {
     // Not a map: the controller's validation says so, naming the line.
     validateSpecText(read, source, catalogHostingAnyDemand(raw), { team: LOCAL_TEAM_PLACEHOLDER });
     throw new ValidationError(source, ['(root): expected a job spec (a map with name, team and tasks)']);

@@ -139,6 +139,7 @@ export function registerClusterRoutes(
     method: 'POST',
     url: CONTEXT_UPLOAD_URL,
     access: 'any',
+    takesBody: true,
     query: contextQuery,
     handler: async (request, reply, { sha256 }) => {
       const body = bodyOf(request.body);

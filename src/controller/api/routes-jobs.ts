@@ -123,6 +123,7 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
     method: 'POST',
     url: '/v1/jobs',
     access: 'any',
+    takesBody: true,
     query: submitQuery,
     handler: async (request, reply, { dryRun }) => {
       const principal = context.principal(request);
@@ -303,6 +304,7 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
     method: 'POST',
     url: '/v1/jobs/:id/unsuccessful',
     access: 'any',
+    takesBody: true,
     handler: async (request) => {
       const { id } = parseWith(idParams, request.params, 'path');
       visibleJob(context, context.principal(request), id);

@@ -89,6 +89,7 @@ export function registerTokenRoutes(routes: RouteTable, context: ApiContext): vo
     method: 'POST',
     url: '/v1/tokens',
     access: 'admin',
+    takesBody: true,
     handler: async (request, reply) => {
       const body = bodyOf(request.body);
       if (body === undefined || body.kind !== 'json')

@@ -44,6 +44,7 @@ export function registerWorkerRoutes(routes: RouteTable, workers: WorkerEndpoint
     method: 'POST',
     url: WORKER_ROUTES.register,
     access: 'none',
+    takesBody: true,
     handler: async (request) => {
       const token = bearerOf(request);
       const body = parseWith(registerRequestSchema, jsonOf(request), 'worker registration');
@@ -58,6 +59,7 @@ export function registerWorkerRoutes(routes: RouteTable, workers: WorkerEndpoint
     method: 'POST',
     url: WORKER_ROUTES.heartbeat,
     access: 'none',
+    takesBody: true,
     handler: async (request) => {
       const token = bearerOf(request);
       const body = parseWith(heartbeatRequestSchema, jsonOf(request), 'worker heartbeat');

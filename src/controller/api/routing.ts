@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import { formatFieldPath, ValidationError } from '../../core/validation.js';
 import type { ContextInfo } from '../artifacts.js';
 import type { JobLogReader } from '../job-logs.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -14,6 +15,8 @@ import type { ArchivedSubmissionKey } from '../backup/job-archive.js';
 import type { LoopHealth } from '../loop-health.js';
 import type { Principal, RouteAccess } from './auth.js';
 import { NO_QUERY_PARAMETERS, type QueryParameters } from './query.js';
+import { bodyOf } from './body.js';
+import { HttpError } from './errors.js';
 
 /**
  * The controller as the API uses it: the ControllerService contract plus optional capabilities. A route whose
@@ -89,6 +92,11 @@ interface RouteBase {
   readonly access: RouteAccess;
   /** Overrides the server's body limit for this route (uploads). */
   readonly bodyLimit?: number;
+  /**
+   * The route reads a body. A POST that does not refuses one (an empty JSON object aside): a caller sending fields it
+   * takes for options (`{"array": true}` to cancel) would otherwise get a 200 for an action it did not mean.
+   */
+  readonly takesBody?: true;
 }
 
 /** A route that takes no query parameter: a request naming one is refused. */
@@ -141,6 +149,7 @@ export class RouteTable {
       },
       handler: async (request, reply) => {
         if (!parsed.has(request)) throw new Error(`internal: ${route.url} ran without its query checked`);
+        if (route.method === 'POST' && route.takesBody !== true) checkNoBody(request);
         return route.query === undefined
           ? route.handler(request, reply)
           : route.handler(request, reply, parsed.get(request) as Query);
@@ -151,6 +160,24 @@ export class RouteTable {
   accessOf(method: string, url: string | undefined): RouteAccess | undefined {
     return url === undefined ? undefined : this.access.get(`${method} ${url}`);
   }
+}
+
+/** A request to a route that reads no body: none, or an empty JSON object; its fields are named otherwise. */
+function checkNoBody(request: FastifyRequest): void {
+  const body = bodyOf(request.body);
+  if (body === undefined || (body.kind === 'yaml' && body.text.trim() === '')) return;
+  if (body.kind !== 'json')
+    throw new HttpError(415, 'this request takes no body: send none (or {} as application/json)');
+  const { value } = body;
+  const fields =
+    typeof value === 'object' && value !== null && !Array.isArray(value) ? Object.keys(value) : undefined;
+  if (fields?.length === 0) return;
+  throw new ValidationError(
+    'body',
+    fields === undefined
+      ? ['(root): this request takes no body']
+      : fields.map((field) => `${formatFieldPath([field])}: unknown field: this request takes no body`),
+  );
 }
 
 /**

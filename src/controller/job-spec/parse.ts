@@ -102,6 +102,17 @@ export interface ValidationOptions {
   readonly accepted?: boolean;
 }
 
+/**
+ * Whether a parsed spec is a map, which a job spec must be: a plain object, as YAML and JSON maps read. A YAML tag
+ * makes one a Buffer (!!binary), a Set (!!set) or a Map (!!omap), whose bytes or entries would be named as unknown
+ * fields; a list is no map either.
+ */
+export function isSpecMap(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null) return false;
+  const prototype: unknown = Object.getPrototypeOf(value);
+  return prototype === Object.prototype || prototype === null;
+}
+
 /** Validate an already-parsed spec (an API request body); problems name field paths but no lines. */
 export function validateJobSpec(
   value: unknown,
@@ -128,7 +139,7 @@ function validate(
       }),
     );
   };
-  if (typeof value !== 'object' || value === null || Array.isArray(value))
+  if (!isSpecMap(value))
     return fail([{ path: [], message: 'expected a job spec (a map with name, team and tasks)' }]);
   const result = (options.accepted === true ? acceptedJobSpecSchema : jobSpecSchema).safeParse(value);
   const dropped = droppedEnvNames(value);
