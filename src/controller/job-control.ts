@@ -4,8 +4,8 @@ import { arraySubmissionSize, type JobSpec } from './job-spec/spec.js';
 import { arrayJobSpec, pairedArrays } from './array-jobs.js';
 import { dependencyProblems } from './job-dependencies.js';
 import type { SubmissionCommitHook } from './service.js';
-import { isFinalJobState, PLACED_TASK_STATES } from './state/lifecycle.js';
-import { moveToCountKey } from './reconcile/jobs.js';
+import { endJobWithTasks } from './job-end.js';
+import { isFinalJobState } from './state/lifecycle.js';
 import {
   StateStoreError,
   UnknownRecordError,
@@ -212,7 +212,7 @@ export class JobControl {
     return jobs;
   }
 
-  /** Stop a job's tasks (no checkpoint) and end it in `state`; a job already ended is returned as it is. */
+  /** End a job in `state` with its tasks (job-end.ts); a job already ended is returned as it is. */
   private endJob(
     jobId: string,
     state: 'cancelled' | 'unsuccessful' | 'failed',
@@ -244,28 +244,7 @@ export class JobControl {
     if (current === undefined) throw new UnknownRecordError('job', jobId);
     if (isFinalJobState(current.state) && (idempotent || current.state === state))
       return { job: current, changed: false };
-    const ended = this.deps.store.setJobState(jobId, state, reason);
-    // A move the job was making ends with it, uncounted (a move dropped because its job ended counts nothing).
-    this.deps.store.deleteValue(moveToCountKey(jobId));
-    const tasks = this.deps.store.listTasks({ jobId });
-    const taskIds = new Set(tasks.map((t) => t.id));
-    const stopping = new Set<string>();
-    for (const intent of pending) {
-      if (intent.kind === 'start-task' && taskIds.has(intent.payload.taskId))
-        this.deps.store.failIntent(intent.id, `job ${state}`);
-      if (intent.kind === 'stop-task' && taskIds.has(intent.payload.taskId))
-        stopping.add(intent.payload.taskId);
-    }
-    for (const task of tasks) {
-      if (PLACED_TASK_STATES.includes(task.state) && task.instanceId !== undefined && !stopping.has(task.id))
-        this.deps.store.recordIntent({
-          kind: 'stop-task',
-          payload: { taskId: task.id, instanceId: task.instanceId, checkpoint: false },
-        });
-      // A task never placed (the job ended queued, or held for a dependency) will never start: it ends with its job,
-      // as a placed one does once stopped, instead of showing `pending` for ever.
-      else if (task.state === 'pending') this.deps.store.setTaskState(task.id, 'stopped');
-    }
+    const ended = endJobWithTasks(this.deps.store, jobId, state, reason, { pending });
     return { job: ended, changed: true };
   }
 

@@ -8,7 +8,14 @@ import { arrayFactsOf, arrayIdsOf } from '../job-spec/array.js';
 import type { JobSpec } from '../job-spec/spec.js';
 import { writtenJobSpec } from '../job-spec/written-form.js';
 import { canTransitionJob, isFinalJobState, jobSeqOf } from '../state/lifecycle.js';
-import { JOB_STATES, type JobRecord, type JobState, type StateStore } from '../state-store.js';
+import { endJobWithTasks, isEndedJobState } from '../job-end.js';
+import {
+  JOB_STATES,
+  type IntentRecord,
+  type JobRecord,
+  type JobState,
+  type StateStore,
+} from '../state-store.js';
 import {
   archivedEndSchema,
   archivedSpecSchema,
@@ -130,17 +137,21 @@ export async function rebuildJobs(
         message: `${archived.id} submitted again from the job archive: it was accepted after the backup restored`,
       });
     }
+    // Intents name one job's tasks each, so one read serves every job ended here.
+    const pending = store.listIntents({ states: ['pending'] });
     const ended: string[] = [];
     for (const end of [...ends.values()].sort((a, b) => jobSeqOf(a.id) - jobSeqOf(b.id)))
-      if (endAsArchived(store, end)) ended.push(end.id);
+      if (endAsArchived(store, end, pending)) ended.push(end.id);
     const withdrawn: string[] = [];
     for (const [id, missing] of cutShort) {
       if (isFinalJobState((store.getJob(id) as JobRecord).state)) continue;
-      store.setJobState(
+      endJobWithTasks(
+        store,
         id,
         'cancelled',
         `withdrawn at restore: its array was not accepted whole before the loss (${missing.slice(0, 3).join(', ')}` +
           `${missing.length > 3 ? ` and ${missing.length - 3} more` : ''} never stored)`,
+        { pending },
       );
       withdrawn.push(id);
     }
@@ -224,22 +235,34 @@ function validArchivedSpec(archived: ArchivedSpec, catalog: Catalog): JobSpec {
   }
 }
 
-/** End a job as the archive says it ended, through the job lifecycle's own transitions; false if already final. */
-function endAsArchived(store: StateStore, end: ArchivedEnd): boolean {
+/**
+ * End a job as the archive says it ended, through the job lifecycle's own transitions and, at the last, the rule that
+ * ends a job with its tasks (job-end.ts); false if already final. `pending`: the store's pending intents.
+ */
+function endAsArchived(store: StateStore, end: ArchivedEnd, pending: readonly IntentRecord[]): boolean {
   const job = store.getJob(end.id);
-  if (job === undefined || isFinalJobState(job.state) || !isFinalJobState(end.state)) return false;
+  const state = end.state;
+  if (job === undefined || isFinalJobState(job.state) || !isEndedJobState(state)) return false;
   // The end of another submission under the same id (an id given again before ids the archive knew stayed taken).
   if (end.submittedAtSeconds !== undefined && end.submittedAtSeconds !== job.submittedAtSeconds) return false;
-  const path = transitionPath(job.state, end.state);
-  const when = new Date(end.finishedAtSeconds * 1000).toISOString();
-  const reason = `${end.reason ?? end.state} (ended ${when}, after the backup restored; from the job archive)`;
   // Dated when the job ended, not now: its finish time, its duration and the window of recently ended jobs are its own.
   // The steps on the way (a job queued in the backup that ran and ended since) are dated then too: when it started
   // is not archived, and a start after its end would make its run time negative.
   const at = { atSeconds: end.finishedAtSeconds };
-  for (const [i, state] of path.entries())
-    store.setJobState(end.id, state, i === path.length - 1 ? reason : 'restored from the job archive', at);
+  for (const step of transitionPath(job.state, state).slice(0, -1))
+    store.setJobState(end.id, step, 'restored from the job archive', at);
+  endJobWithTasks(store, end.id, state, archivedEndReason(end), { ...at, pending });
   return true;
+}
+
+/**
+ * Why a restored job ended: the reason it ended with, if it had one, and when, from the archive. The state is not
+ * repeated in it: a job's view shows its state beside its reason already.
+ */
+function archivedEndReason(end: ArchivedEnd): string {
+  const when = new Date(end.finishedAtSeconds * 1000).toISOString();
+  const restored = `ended ${when}, after the backup restored; from the job archive`;
+  return end.reason === undefined ? restored : `${end.reason} (${restored})`;
 }
 
 /** The shortest run of legal job transitions from `from` to `to` (e.g. queued → starting → running → succeeded). */
