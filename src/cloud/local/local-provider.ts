@@ -33,8 +33,9 @@ export type { LocalInstance } from './instance-file.js';
  * than leaving the instance to its registration timeout.
  *
  * An instance ends with its worker: one whose worker is provably gone (its recorded pid no longer runs it) is closed
- * by the next list(), when the worker recorded it exited (a worker that gave up, WORKER_EXIT_FILE) or else then, and
- * its leftover tasks stopped, rather than billed on until the controller's heartbeat timeout.
+ * by a list(), at once when the worker recorded its exit (a worker that gave up, WORKER_EXIT_FILE), else after a short
+ * grace (GONE_GRACE_MS), ending when its worker exited or was first seen gone; its leftover tasks are stopped. It is
+ * not billed on until the controller's heartbeat timeout, nor lost to it as a worker gone silent.
  *
  * Tasks that could not be stopped when their instance ended (their Docker engine did not answer) are recorded on it
  * (`tasksLeft`): the instance stays ended, billed no longer, but its tasks may still run, and a job resumed elsewhere
@@ -69,11 +70,13 @@ export interface WorkerSpawner {
 }
 
 /**
- * A worker that died without recording its exit is waited for this long before its instance is closed: time for it
- * to be started again (its saved credential registers it anew), still well under the heartbeat timeout that would
- * otherwise notice it.
+ * A worker that died without recording its exit is waited for this long before its instance is closed: time for a
+ * supervisor to start it again (its saved credential registers it anew). It must end well inside the local heartbeat
+ * timeout (10 s, at 1 s heartbeats): a pass replaces silent workers before it lists the instances, so an instance
+ * still in its grace at the timeout is taken for a silent worker, its process death unsaid. At the local 2 s poll, a
+ * killed worker is seen gone at most 3 s after its last heartbeat, and closed by the first poll 3 s later: by 8 s.
  */
-export const GONE_GRACE_MS = 10_000;
+export const GONE_GRACE_MS = 3_000;
 
 /** Tasks an ended instance left running are tried again at most this often (each try may wait on a slow engine). */
 export const TASK_STOP_RETRY_MS = 60_000;
