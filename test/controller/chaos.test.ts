@@ -537,8 +537,8 @@ describeWithMoto(
             const kill = { cs: uptimeCs(), unixMs: Date.now() };
             kills.push({ instance: victim.instanceId, atCs: kill.cs });
             // A second later (an upload the worker had sent lands), straight from moto_server, whatever the proxy
-            // does. Its tasks' next runs are seconds away (the controller waits out the heartbeat timeout), and what
-            // they upload is told apart by its manifest's time.
+            // does. Its tasks' next runs are seconds away (the controller notices the dead process, or the silent
+            // worker, after seconds either way), and what they upload is told apart by its manifest's time.
             durableReads.push(
               new Promise((r) => setTimeout(r, 1000)).then(() =>
                 Promise.all(
