@@ -99,6 +99,8 @@ export class RoundRecorder {
     const views = queueViews(queue, this.deps.admission);
     const planned = outcome.planned;
     if (planned === undefined) {
+      // Kept waiting all the same (a job over a cap alone, on an idle cluster): counted as a planned round counts it.
+      for (const w of outcome.idleWaits ?? []) this.deps.metrics?.countCapHit(waitingCapName(w));
       this.deps.queueViews.record(views, undefined);
       // Nothing to plan (only jobs the caps never admit, no instance) is still a world to predict: a job back in the
       // queue that can no longer fit keeps no ETA of the fleet it ran on.

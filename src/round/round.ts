@@ -73,8 +73,12 @@ export interface RoundOutcome {
   readonly queue: QueueDecision;
   /** Admission kept a job out for the caps (between-rounds.ts): placement between rounds acts until the next round. */
   readonly capHoldsJobsBack: boolean;
-  /** Undefined when there was nothing to plan (no admitted job and no instance). */
+  /**
+   * Undefined when there was nothing to plan (no admitted job and no instance): the jobs admission kept waiting are
+   * then in `idleWaits`, as a plan's decision would list them.
+   */
   readonly planned: PlannedRound | undefined;
+  readonly idleWaits?: readonly WaitingEntry[];
   readonly fork: PredictionFork | undefined;
 }
 
@@ -89,7 +93,13 @@ export function runRound(input: RoundInput): RoundOutcome {
   const holdsBack = capHoldsJobsBack(queue.result.queued);
   const admitted = queue.snapshot;
   if (admitted.jobs.length === 0 && admitted.instances.length === 0)
-    return { queue, capHoldsJobsBack: holdsBack, planned: undefined, fork };
+    return {
+      queue,
+      capHoldsJobsBack: holdsBack,
+      planned: undefined,
+      idleWaits: queueWaits(queue, admission.caps),
+      fork,
+    };
   // Preemption (PCS §3): the scheduler plans without the victims; the diff, against the snapshot that has them,
   // checkpoints them back to the queue.
   const victims = admission.victims(queue);
@@ -126,10 +136,17 @@ export function waitingCapName(w: WaitingEntry): string {
 }
 
 /**
- * The plan with the jobs admission kept out listed in its decision's `waiting` (`queue small: class-share,
- * position 2`, with the cap's name apart), so explanations and round records say why they were not placed.
+ * The plan with the jobs admission kept out listed in its decision's `waiting`, so explanations and round records say
+ * why they were not placed.
  */
 function withQueueWaits(plan: Plan, queue: QueueDecision, caps: QueueCaps): Plan {
+  const waits = queueWaits(queue, caps);
+  if (waits.length === 0) return plan;
+  return { ...plan, decision: { ...plan.decision, waiting: [...plan.decision.waiting, ...waits] } };
+}
+
+/** The jobs admission kept out, as decision `waiting` entries (`queue small: class-share, position 2`, the cap's name apart). */
+function queueWaits(queue: QueueDecision, caps: QueueCaps): WaitingEntry[] {
   const position = new Map<string, number>();
   for (const ids of queue.queues.values()) ids.forEach((id, i) => position.set(id, i + 1));
   const waits: WaitingEntry[] = [];
@@ -150,6 +167,5 @@ function withQueueWaits(plan: Plan, queue: QueueDecision, caps: QueueCaps): Plan
       cap: `${QUEUE_WAIT_PREFIX}${u.classId}: never-fits`,
       capName: NO_INSTANCE_TYPE,
     });
-  if (waits.length === 0) return plan;
-  return { ...plan, decision: { ...plan.decision, waiting: [...plan.decision.waiting, ...waits] } };
+  return waits;
 }

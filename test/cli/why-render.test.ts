@@ -158,4 +158,23 @@ describe('why: which prices the saving is figured at', () => {
     const theta = new EvaScheduler(catalog, { packingEfficiency: 0.5 }).plan(snapshot).decision;
     expect(theta.packingEfficiency).toBe(0.5);
   });
+
+  it('with no recorded decision, says why the queue keeps the job waiting, when it does', () => {
+    const place = {
+      classId: 'all',
+      status: 'waiting',
+      position: null,
+      reason: 'never-fits',
+      detail: 'it can never run under the caps: alone it breaks maxCostPerHour',
+    };
+    expect(renderWhy({ jobId: 'job-1', state: 'queued', records: [], queue: place })).toBe(
+      'job-1: queued\nno recorded round decided about it yet; the queue keeps it waiting: class all, waiting ' +
+        '(never-fits): it can never run under the caps: alone it breaks maxCostPerHour\n',
+    );
+    // Admitted, or from a controller that does not say: nothing to add.
+    for (const queue of [{ ...place, status: 'admitted' }, undefined])
+      expect(renderWhy({ jobId: 'job-1', state: 'queued', records: [], queue })).toBe(
+        'job-1: queued\nno scheduling decision mentions this job yet\n',
+      );
+  });
 });

@@ -119,6 +119,12 @@ describe('controller API over HTTP: queue places, ETAs and unsuccessful jobs', (
     const doc = await call('GET', `/v1/jobs/${ids[2]}`, RESEARCH);
     expect(doc.status).toBe(200);
     expect((doc.body['queue'] as { detail: string }).detail).toContain('quota standard maxVcpus');
+    // `why` carries the same place: what says why a job waits when no recorded round has.
+    const why = await call('GET', `/v1/jobs/${ids[2]}/why`, RESEARCH);
+    expect(why.body['queue']).toEqual(doc.body['queue']);
+    expect((await call('GET', `/v1/jobs/${ids[0]}/why`, RESEARCH)).body['queue']).toMatchObject({
+      status: 'admitted',
+    });
     const eta = doc.body['eta'] as { completionSeconds: number; computedAtSeconds: number; basis: string };
     expect(eta.basis).toContain('no future arrivals');
     expect(doc.body['etaSeconds']).toBe(eta.completionSeconds - eta.computedAtSeconds);

@@ -566,6 +566,24 @@ describe('controller rounds against an in-memory cloud', () => {
     expect(hits).toEqual(['maxInstances', 'maxInstances']);
   });
 
+  it('counts a job no cap admits each round, on an idle cluster too, where nothing is planned', async () => {
+    const hits: string[] = [];
+    const metrics = {
+      observeRound: () => {},
+      countMigrations: () => {},
+      countCapHit: (cap: string) => void hits.push(cap),
+    };
+    const { controller, store } = rig({ caps: { maxCostPerHour: 1 } }, { metrics });
+    controller.submit(jobSpec('gpu', GPU_ONE), 'research');
+    for (let round = 0; round < 2; round++) {
+      const outcome = await controller.runRound();
+      expect(outcome.actions).toEqual([]);
+    }
+    // No instance and no job admitted: the rounds planned nothing and recorded no decision, and still kept it waiting.
+    expect(store.latestRound()).toBeUndefined();
+    expect(hits).toEqual(['maxCostPerHour', 'maxCostPerHour']);
+  });
+
   it('saves the scheduler state after each round and loads it in a new controller', async () => {
     const first = rig();
     first.controller.submit(jobSpec('small', CPU_SMALL), 'research');

@@ -167,19 +167,18 @@ export function predictionErrorText(err: { errorSeconds: number; errorPercent: n
   return `${formatDuration(err.errorSeconds)} ${err.errorSeconds > 0 ? 'later' : 'earlier'} than predicted at submission${percent}`;
 }
 
+/** The job's place in the queue as the job view says it: `class small, position 2 (class-share): …`. */
+export function queuePlaceText(q: NonNullable<QueueFields['queue']>): string {
+  return q.status === 'admitted'
+    ? `class ${q.classId}, admitted (${q.detail})`
+    : `class ${q.classId}, ${q.position === null ? 'waiting' : `position ${q.position}`} (${q.reason ?? 'waiting'}): ${q.detail}`;
+}
+
 /** The queue and ETA lines; an ended job shows what was predicted at submission and how far off it was, no ETA. */
 function etaLines(fields: QueueFields, ended: boolean): string[] {
   const lines: string[] = [];
   const q = fields.queue;
-  if (q !== undefined && q !== null)
-    lines.push(
-      keyValue(
-        'queue',
-        q.status === 'admitted'
-          ? `class ${q.classId}, admitted (${q.detail})`
-          : `class ${q.classId}, ${q.position === null ? 'waiting' : `position ${q.position}`} (${q.reason ?? 'waiting'}): ${q.detail}`,
-      ),
-    );
+  if (q !== undefined && q !== null) lines.push(keyValue('queue', queuePlaceText(q)));
   const eta = fields.eta;
   if (ended) lines.push('eta        - (the job ended)');
   else if (eta !== undefined && eta !== null) {

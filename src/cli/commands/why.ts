@@ -8,6 +8,7 @@ import { formatTable, formatTime, printJson } from '../table.js';
 import { formatDuration } from '../work-estimate.js';
 import { terminalSafeDeep } from '../terminal-text.js';
 import { MAX_WHY_DECISIONS } from '../../protocol/why-limit.js';
+import { queueFieldsOf, queuePlaceText } from './job.js';
 
 interface WhyOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -256,7 +257,13 @@ export function marketLine(why: WhyResponse): string | undefined {
 export function renderWhy(why: WhyResponse): string {
   const market = marketLine(why);
   const out = [`${why.jobId}: ${why.state}\n${market === undefined ? '' : `${market}\n`}`];
-  if (why.records.length === 0) return `${out[0]}no scheduling decision mentions this job yet\n`;
+  if (why.records.length === 0) {
+    // No round recorded a decision (one over a cap alone, on an idle cluster, has nothing planned): the queue's word.
+    const q = queueFieldsOf(why).queue;
+    if (q !== undefined && q !== null && q.status === 'waiting')
+      return `${out[0]}no recorded round decided about it yet; the queue keeps it waiting: ${queuePlaceText(q)}\n`;
+    return `${out[0]}no scheduling decision mentions this job yet\n`;
+  }
   const rows = groupRounds(why.records);
   const margin = Math.max(1, ...rows.map((r) => paybackMarginOf(r.decision)));
   for (const row of rows) {

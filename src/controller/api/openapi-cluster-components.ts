@@ -128,6 +128,13 @@ export const CLUSTER_RESPONSE_COMPONENTS: Record<string, Schema> = {
     properties: {
       jobId: str,
       state: { type: 'string', enum: [...JOB_STATES] },
+      queue: {
+        allOf: [ref('QueuePlace')],
+        nullable: true,
+        description:
+          'Its place in the queue now; null once the job ended, or before its first round. It says why a job waits ' +
+          'when no recorded round has (a job no cap admits, on an idle cluster, leaves nothing to plan)',
+      },
       market: {
         type: 'object',
         description: "How the job's capacity is bought: its spot setting and the instances its tasks are on",

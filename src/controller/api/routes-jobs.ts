@@ -7,7 +7,7 @@ import { arrayJobSpec, pairedArrays, wholeArrayOf } from '../array-jobs.js';
 import { isFinalJobState } from '../state/lifecycle.js';
 import type { JobLogReader } from '../job-logs.js';
 import { dependencyProblems, earliestStartSeconds, unmetOf } from '../job-dependencies.js';
-import { predictedCompletionIn } from '../queue-records.js';
+import { predictedCompletionIn, readQueueRecord } from '../queue-records.js';
 import { teamScope, type Principal } from './auth.js';
 import { bodyOf } from './body.js';
 import { freeText } from './free-text.js';
@@ -334,6 +334,8 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
         state: job.state,
         records: whyForScope(records, visibleJobIds(store, teamScope(principal))),
         market: jobMarket(store, job),
+        // Its place in the queue now: what says why it waits when no recorded round has (nothing was planned).
+        queue: isFinalJobState(job.state) ? null : (readQueueRecord(store, job.id)?.queue ?? null),
       };
     },
   });
