@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { MARKETS, type Market } from '../core/market.js';
 
 /**
- * The cloud as the controller sees it (ARCHITECTURE.md "Interfaces at the edges"): launch one instance of a type,
+ * The cloud as the controller sees it (ARCHITECTURE.md "The two runtimes"): launch one instance of a type,
  * terminate instances, and list what a cluster owns so reconciliation can find its instances again after a restart
  * (level-triggered: the tags are the source of truth, not the controller's memory). Implemented for EC2
  * (aws/ec2-provider.ts), local worker processes (local/) and the simulator.

@@ -1,5 +1,5 @@
 /**
- * The controller's clock (ARCHITECTURE.md "Interfaces at the edges": `Clock`). Everything time-dependent in the
+ * The controller's clock (ARCHITECTURE.md "The two runtimes": `Clock`). Everything time-dependent in the
  * controller (round periods, registration timeouts, launch backoff, billing) reads this clock, so tests drive it by
  * hand instead of sleeping. Times are seconds; the real clock uses epoch seconds (the state store's clock too).
  */

@@ -76,7 +76,7 @@ const quotaSchema = z
  */
 const capsSchema = z
   .strictObject({
-    /** No plan may cost more than this per hour (the safety rail of ARCHITECTURE.md "Principles"). */
+    /** No plan may cost more than this per hour (the cap check of ARCHITECTURE.md "The round"). */
     maxCostPerHour: positive.optional(),
     maxInstances: z.number().int('a whole number').positive('must be ≥ 1').optional(),
     maxMigrationsPerRound: z.number().int('a whole number').nonnegative('must be ≥ 0').optional(),

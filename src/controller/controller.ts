@@ -54,7 +54,7 @@ export type { ControllerDeps } from './controller-deps.js';
 import type { WorkerFleet } from './worker-liveness.js';
 
 /**
- * The controller's master loop (ARCHITECTURE.md "Each round"): snapshot the store → Eva plans → record the round and
+ * The controller's master loop (ARCHITECTURE.md "The round"): snapshot the store → Eva plans → record the round and
  * its decision → diff with scheduler/actions.ts → intents → effects (reconciler.ts). Rounds run every
  * `roundSeconds` (default 300 s, Eva's period) and early on submissions, cancels, completions and drains; between
  * rounds a lighter pass every `pollSeconds` reconciles with EC2 and carries out effects whose gates opened (a task

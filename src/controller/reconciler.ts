@@ -20,7 +20,7 @@ import {
 } from './reconcile/plan-intents.js';
 
 /**
- * Turning plans into effects, crash-safely (ARCHITECTURE.md "Principles": level-triggered reconciliation).
+ * Turning plans into effects, crash-safely (ARCHITECTURE.md "The two runtimes": level-triggered reconciliation).
  *
  * A round's plan is diffed (scheduler/actions.ts) and written to the store in ONE transaction: new instance records
  * with their launch intents, stop and start intents for the tasks that move, task and job states, and instances the

@@ -17,7 +17,7 @@ import { isFinalJobState, LIVE_JOB_STATES, PLACED_TASK_STATES } from './state/li
 import { type InstanceRecord, type JobRecord, type StateStore, type TaskRecord } from './state-store.js';
 
 /**
- * The scheduler's view of the controller's durable state (ARCHITECTURE.md: "each round: snapshot → plan → diff").
+ * The scheduler's view of the controller's durable state (ARCHITECTURE.md "The round": snapshot in, plan out).
  *
  * - Instances: requested, launching and running ones. Draining, terminating and terminated instances are going
  *   away, so no plan may use them; tasks still on them appear unplaced to the scheduler and are moved off.

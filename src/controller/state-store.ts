@@ -4,16 +4,16 @@ import type { Configuration, DecisionRecord } from '../scheduler/types.js';
 import type { JobSpec } from './job-spec/spec.js';
 
 /**
- * The controller's durable state (ARCHITECTURE.md "Principles"): jobs, tasks, instances, intents, per-round plans
- * and decisions, an append-only event log, team tokens (hashed) and scheduler key-values. Every method is one
+ * The controller's durable state (ARCHITECTURE.md "The two runtimes"): jobs, tasks, instances, intents, per-round
+ * plans and decisions, an append-only event log, team tokens (hashed) and scheduler key-values. Every method is one
  * transaction; `transaction(fn)` groups several into one. Intents are recorded before a side effect (launch,
  * terminate, start or stop a task) and marked done or failed after it, so a controller restarted at any line finds
  * the side effects it may have started and reconciles them (level-triggered).
  *
  * Implemented by SqliteStateStore (one controller: WAL, one transaction per change), PostgresStateStore (several
  * controllers sharing a database, one active under a lease: ha/) and MemoryStateStore (simulator and tests); all three
- * pass the same contract tests. Times are seconds on the store's clock (epoch seconds in
- * production, virtual seconds in the simulator).
+ * pass the same contract tests (ARCHITECTURE.md "High availability: two controllers, one PostgreSQL"). Times are
+ * seconds on the store's clock (epoch seconds in production, virtual seconds in the simulator).
  */
 
 export type JsonValue =

@@ -15,9 +15,10 @@ import { plannedPricePerHour } from '../scheduler/market-choice.js';
 import type { Configuration } from '../scheduler/types.js';
 
 /**
- * The caps as the round applies them (ARCHITECTURE.md "Safety rails"): what the scheduler keeps its own plans under,
- * the check that refuses a plan over any cap whatever produced it, and the check that keeps the fleet in transit
- * under the caps (an instance the plan drops counts until it has terminated, so its replacement waits).
+ * The caps as the round applies them (ARCHITECTURE.md "The round": the cap check, and the gates' launch rule): what
+ * the scheduler keeps its own plans under, the check that refuses a plan over any cap whatever produced it, and the
+ * check that keeps the fleet in transit under the caps (an instance the plan drops counts until it has terminated, so
+ * its replacement waits).
  */
 
 /**

@@ -16,10 +16,10 @@ export interface ObjectInfo {
 }
 
 /**
- * Where checkpoints, logs and job artefacts live (ARCHITECTURE.md "Interfaces at the edges"). Keys follow the rules
- * of object-key.ts, laid out by src/protocol/object-keys.ts. Bodies stream both ways so a multi-GiB checkpoint never
- * has to fit in memory. This file is only the interface: open-object-store.ts chooses an implementation from a
- * location, so code that takes a store (the worker, reports) does not load the S3 SDK.
+ * Where checkpoints, logs and job artefacts live (ARCHITECTURE.md "Failures at the edges: the object store"). Keys
+ * follow the rules of object-key.ts, laid out by src/protocol/object-keys.ts. Bodies stream both ways so a multi-GiB
+ * checkpoint never has to fit in memory. This file is only the interface: open-object-store.ts chooses an
+ * implementation from a location, so code that takes a store (the worker, reports) does not load the S3 SDK.
  *
  * Every call ends: a store that cannot answer (unreachable, hung, refusing) fails the call with ObjectStoreError
  * after its own bounded timeouts and retries (s3-store.ts), never leaving the caller waiting. A body stream the caller
