@@ -18,6 +18,8 @@ import { earlierPeaksOf, readEarlierReport } from './earlier-peaks.js';
  * `label` names the run. The CLI's is simulate's own planning (bench-arms.ts).
  */
 export type PlanRun = (args: readonly string[], source: string, label: string) => RunRequest;
+/** Simulate's flag parser alone (no planning): throws a ValidationError naming `source` for flags it refuses. */
+export type ParseFlags = (args: readonly string[], source: string) => unknown;
 
 /** The bench's flags, read and checked (arms-flags.ts). */
 export interface ArmsInput {
@@ -55,7 +57,28 @@ export function seedVariesRun(request: RunRequest): boolean {
   return networkMatters(request, loadRequestTrace(request, loadRequestCatalog(request)));
 }
 
+/**
+ * The bench's own flags go first on every run's command line: after the user's, a value-less flag at the end of theirs
+ * (`--arm 'b=--queue'`) would take the bench's flag for its value, and simulate would blame a stray argument.
+ */
 const seedArgs = (seed: number): string[] => ['--seed', String(seed)];
+
+/** What commander says of a required option missing (program.ts `checkRequiredOptionsLast`). */
+const MISSING_REQUIRED = /^required option '[^']+' not specified$/;
+
+/**
+ * --common's own mistakes (a flag simulate does not know, a value missing at its end) refused as --common's: in an
+ * arm's run the arm's first flag would be taken for that missing value, and the arm blamed. A required flag it leaves
+ * to the arms (--scheduler) is no mistake.
+ */
+function checkCommonFlags(common: readonly string[], seed: number, parseFlags: ParseFlags): void {
+  try {
+    parseFlags([...seedArgs(seed), ...common], '--common');
+  } catch (e) {
+    if (e instanceof ValidationError && e.problems.every((p) => MISSING_REQUIRED.test(p))) return;
+    throw e;
+  }
+}
 
 /**
  * Seed `seed`'s uncapped reference run: the --common flags alone, on `catalog` when it is another than theirs. A cap
@@ -67,8 +90,9 @@ function referenceRun(
   seed: number,
   catalog: string | undefined,
 ): RunRequest {
+  // The arm's catalog after the --common flags: it is the one the reference runs, whatever theirs.
   const reference = planRun(
-    [...common, ...(catalog === undefined ? [] : ['--catalog', catalog]), ...seedArgs(seed)],
+    [...seedArgs(seed), ...common, ...(catalog === undefined ? [] : ['--catalog', catalog])],
     catalog === undefined ? '--common' : `--common on ${catalogName(catalog)}`,
     `seed ${seed} uncapped${catalog === undefined ? '' : ` on ${basename(catalog)}`}`,
   );
@@ -106,21 +130,28 @@ function atPrices(request: RunRequest, prices: PriceOverrides | undefined, arm: 
 }
 
 /** Check every arm and decide what runs (module comment); refuses what cannot be run or compared, before any run. */
-export async function planArms(input: ArmsInput, planRun: PlanRun): Promise<ArmsPlan> {
+export async function planArms(
+  input: ArmsInput,
+  planRun: PlanRun,
+  parseFlags: ParseFlags,
+): Promise<ArmsPlan> {
   const { seeds, common, arms, builds, capShare, peaksFrom } = input;
   // Every arm's flags checked on the first seed before anything runs (another build's, by that build as it runs),
   // and the catalog and prices each arm runs read from its request.
   const first = seeds[0] as number;
+  // This build reads --common when it runs an arm or the uncapped references.
+  if (capShare !== null || arms.some((arm) => !builds.has(arm.name)))
+    checkCommonFlags(common, first, parseFlags);
   const armRuns = new Map<string, RunRequest>();
   const checked = arms
     .filter((arm) => !builds.has(arm.name))
     .map((a) => {
       const request = planRun(
         [
-          ...common,
-          ...a.args,
           ...seedArgs(first),
           ...(capShare === null ? [] : ['--cap-dollars-per-hour', '1']),
+          ...common,
+          ...a.args,
         ],
         `--arm ${a.name}`,
         a.name,
@@ -134,7 +165,7 @@ export async function planArms(input: ArmsInput, planRun: PlanRun): Promise<Arms
     .filter((arm) => builds.has(arm.name))
     .map((a) => {
       try {
-        const request = planRun([...common, ...a.args, ...seedArgs(first)], `--arm ${a.name}`, a.name);
+        const request = planRun([...seedArgs(first), ...common, ...a.args], `--arm ${a.name}`, a.name);
         armRuns.set(a.name, request);
         return seedVariesRun(request);
       } catch {

@@ -57,17 +57,18 @@ export async function runArms(
     slots.push(
       arms.map((a) => {
         const cap = capBySeedByArm[a.name]?.[i] ?? null;
+        // The bench's own flags first: a value-less flag at the end of the user's would take one for its value.
         const args = [
-          ...common,
-          ...a.args,
           '--seed',
           String(seed),
           ...(cap === null ? [] : ['--cap-dollars-per-hour', String(cap)]),
+          ...common,
+          ...a.args,
         ];
         const label = `seed ${seed} ${a.name}`;
         const build = builds.get(a.name);
         if (build !== undefined) {
-          buildRuns.push({ cli: build.cli, args: [...args, '--json'], label });
+          buildRuns.push({ cli: build.cli, args: ['--json', ...args], label });
           return { build: true, index: buildRuns.length - 1 };
         }
         armRequests.push(planRun(args, `--arm ${a.name}`, label));

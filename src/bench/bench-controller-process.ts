@@ -45,6 +45,54 @@ export function stopRunningBenchControllers(graceMs = 10_000): Promise<void> {
   return stopProcesses(running, graceMs);
 }
 
+/** How long `killRunningBenchControllersNow` waits for the killed controllers to die. */
+const KILL_WAIT_MS = 2_000;
+
+/**
+ * SIGKILL every benchmark controller still running and wait, at most `waitMs`, until each has died; synchronous, for a
+ * process 'exit' listener. The last resort of a benchmark that exits without having stopped them (an uncaught error,
+ * a `process.exit` elsewhere): only a signal to the whole process group (a terminal's Ctrl-C) reaches a controller
+ * too, and without one it would run on, on its port, owned by init.
+ */
+export function killRunningBenchControllersNow(waitMs = KILL_WAIT_MS): void {
+  const killed: number[] = [];
+  for (const child of running)
+    if (
+      child.exitCode === null &&
+      child.signalCode === null &&
+      child.pid !== undefined &&
+      child.kill('SIGKILL')
+    )
+      killed.push(child.pid);
+  // Its state directory is removed next: waiting until the controller can write no more into it.
+  const deadline = Date.now() + waitMs;
+  while (killed.some(isAlive) && Date.now() < deadline) sleepSync(10);
+}
+
+/** Whether `pid` still runs: neither gone nor a zombie (a child is not reaped while an 'exit' listener runs). */
+function isAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    return false;
+  }
+}
+
+function sleepSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/** Whether the 'exit' listener that kills the controllers left running is installed (once, with the first start). */
+let killOnExitInstalled = false;
+
+function killOnExit(): void {
+  if (killOnExitInstalled) return;
+  killOnExitInstalled = true;
+  process.on('exit', () => killRunningBenchControllersNow());
+}
+
 /** How the controller ended: its exit code, or the signal that ended it. */
 function exitText(code: number | null, signal: NodeJS.Signals | null): string {
   return signal === null ? `code ${code ?? 'none'}` : `signal ${signal}`;
@@ -124,6 +172,7 @@ export class BenchController {
       }),
     );
     running.add(child);
+    killOnExit();
     let out = '';
     const logFile = join(stateDir, 'controller.log');
     let timer: NodeJS.Timeout | undefined;

@@ -21,6 +21,7 @@ export interface CostReportBenchOptions {
 
 export interface CostReportBenchResult {
   readonly jobs: number;
+  /** The events of the history of `jobs` jobs. */
   readonly events: number;
   /** `computeCostReport` over the whole history: what every report cost before it was incremental. */
   readonly fullReplayMs: number;
@@ -28,8 +29,12 @@ export interface CostReportBenchResult {
   readonly incrementalFirstMs: number;
   /** The incremental report after one more job ran and ended: what each later report costs. */
   readonly incrementalNextMs: number;
+  /** What the history of `jobs` jobs cost, as the full replay reports it. */
   readonly totalCost: number;
-  /** The incremental report's last figures against a full replay's at that moment: the largest relative difference. */
+  /**
+   * The incremental report's last figures (after the `repeats` more jobs) against a full replay's at that moment: the
+   * largest relative difference.
+   */
   readonly maxRelativeDifference: number;
 }
 
@@ -81,6 +86,8 @@ async function benchOne(
   };
   signal?.throwIfAborted();
   const dir = mkdtempSync(join(tmpdir(), 'fleetwise-cost-bench-'));
+  statesBuilding.add(dir);
+  removeStatesOnExit();
   const clock = { now: 1_000 };
   const store = new SqliteStateStore(join(dir, 'state.db'), {
     nowSeconds: () => clock.now,
@@ -94,10 +101,15 @@ async function benchOne(
       store.transaction(() => history.add(Math.min(100, jobs - done)));
       await pause();
     }
+    // The row's figures are the N-job history's: the incremental reports below add jobs.
+    const events = lastEventSeq(store);
     say(`timing the full replay (${options.repeats}×)`);
     const replays: number[] = [];
+    let replayed: DetailedCostReport | undefined;
     for (let r = 0; r < options.repeats; r += 1) {
-      replays.push(timed(() => computeCostReport(store, catalog, clock.now)).ms);
+      const t = timed(() => computeCostReport(store, catalog, clock.now));
+      replays.push(t.ms);
+      replayed = t.value;
       await pause();
     }
     const fullReplayMs = median(replays);
@@ -113,20 +125,46 @@ async function benchOne(
       last = t.value;
       await pause();
     }
-    const events = store.listEvents({ newestFirst: true, limit: 1 })[0]?.seq ?? 0;
     return {
       jobs,
       events,
       fullReplayMs,
       incrementalFirstMs: first.ms,
       incrementalNextMs: median(next),
-      totalCost: last.totalCost,
+      totalCost: (replayed ?? first.value).totalCost,
       maxRelativeDifference: difference(last, computeCostReport(store, catalog, clock.now)),
     };
   } finally {
     store.close();
     rmSync(dir, { recursive: true, force: true });
+    statesBuilding.delete(dir);
   }
+}
+
+/** The history's events so far: the sequence number of its newest. */
+function lastEventSeq(store: SqliteStateStore): number {
+  return store.listEvents({ newestFirst: true, limit: 1 })[0]?.seq ?? 0;
+}
+
+/** The temporary states of the sizes being measured, removed by the 'exit' listener if the process ends first. */
+const statesBuilding = new Set<string>();
+let removeOnExitInstalled = false;
+
+/**
+ * However the process ends while it can still run code (an uncaught error, a `process.exit` elsewhere) rather than
+ * through `benchOne`'s own cleanup, the states it was building go: hundreds of MB at the larger sizes.
+ */
+function removeStatesOnExit(): void {
+  if (removeOnExitInstalled) return;
+  removeOnExitInstalled = true;
+  process.on('exit', () => {
+    for (const dir of statesBuilding)
+      try {
+        rmSync(dir, { recursive: true, force: true });
+      } catch {
+        // nothing can be reported as the process exits
+      }
+  });
 }
 
 /** Appends finished jobs to the history, `JOBS_PER_INSTANCE` at a time on an instance that ends after them. */

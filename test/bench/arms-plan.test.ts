@@ -11,6 +11,7 @@ import { parseArm } from '../../src/bench/arms-flags.js';
 import { planArms, type ArmsInput, type PlanRun } from '../../src/bench/arms-plan.js';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
 import { planSimulateRun } from '../../src/cli/commands/bench-arms.js';
+import { parseSimulateArgs } from '../../src/cli/commands/simulate.js';
 import type { RunRequest } from '../../src/sim/run-request.js';
 import { writeScaledBundledCatalog } from '../helpers/catalogs.js';
 
@@ -57,9 +58,9 @@ function unpriced(request: RunRequest | undefined): object {
 describe('bench arms plans', () => {
   it('each seed’s uncapped reference once, the first seed’s too', async () => {
     const { planRun, calls } = countingPlanRun();
-    const plan = await planArms(input(['a=', 'b=--queue srpt']), planRun);
+    const plan = await planArms(input(['a=', 'b=--queue srpt']), planRun, parseSimulateArgs);
     for (const seed of [5, 6]) {
-      const reference = [...COMMON, '--seed', String(seed)];
+      const reference = ['--seed', String(seed), ...COMMON];
       expect(calls.filter((args) => args.join(' ') === reference.join(' ')).length, `seed ${seed}`).toBe(1);
     }
     // Each arm checked on the first seed, and the references: nothing planned twice.
@@ -68,7 +69,11 @@ describe('bench arms plans', () => {
   });
 
   it('a reference at an arm’s own prices, for the caps of that arm', async () => {
-    const plan = await planArms(input(['a=', `b=--price-overrides ${SAVINGS_PLAN}`]), planSimulateRun);
+    const plan = await planArms(
+      input(['a=', `b=--price-overrides ${SAVINGS_PLAN}`]),
+      planSimulateRun,
+      parseSimulateArgs,
+    );
     expect(plan.catalogs).toEqual({ a: BUNDLED, b: BUNDLED });
     expect(plan.referenceOf).toEqual({ a: BUNDLED, b: PRICED_KEY });
     expect(plan.referenceKeys).toEqual([BUNDLED, PRICED_KEY]);
@@ -88,7 +93,7 @@ describe('bench arms plans', () => {
     // As simulate plans those flags with the arm's prices.
     expect(priced5).toEqual(
       planSimulateRun(
-        [...COMMON, '--price-overrides', SAVINGS_PLAN, '--seed', '5'],
+        ['--seed', '5', ...COMMON, '--price-overrides', SAVINGS_PLAN],
         'x',
         'seed 5 uncapped at b’s prices',
       ),
@@ -114,6 +119,7 @@ describe('bench arms plans', () => {
     const plan = await planArms(
       input(['a=', `b=--config ${config}`, `c=--price-overrides ${config}`], { common }),
       planSimulateRun,
+      parseSimulateArgs,
     );
     expect(plan.referenceOf).toEqual({ a: BUNDLED, b: BUNDLED, c: BUNDLED });
     expect(plan.referenceRuns.map((r) => r.priceOverrides)).toEqual([SAVINGS, SAVINGS]);
@@ -125,6 +131,7 @@ describe('bench arms plans', () => {
     const plan = await planArms(
       input(['a=', `b=--catalog ${doubled}`, `c=--catalog ${doubled} --price-overrides ${SAVINGS_PLAN}`]),
       planSimulateRun,
+      parseSimulateArgs,
     );
     const pricedDoubled = PRICED_KEY.replace(BUNDLED, doubled);
     expect(plan.referenceOf).toEqual({ a: BUNDLED, b: doubled, c: pricedDoubled });
@@ -141,6 +148,7 @@ describe('bench arms plans', () => {
     const plan = await planArms(
       input(['a=', `b=--price-overrides ${SAVINGS_PLAN}`], { capShare: null }),
       planRun,
+      parseSimulateArgs,
     );
     expect(plan.referenceRuns).toEqual([]);
     expect(plan.referenceOf).toEqual({});

@@ -25,13 +25,14 @@ describe('fleetwise bench costs', () => {
     ]);
     expect(small).toBeDefined();
     const r = small as NonNullable<typeof small>;
-    // 42 jobs in all (two more between the incremental reports), two to an instance: 21 c7i.2xlarge, each from its
-    // launch through two jobs of 5 + 3 × 60 + 30 s (and the 90 s boot of the first).
+    // The row's figures are the 40-job history's, not the 42 jobs run by the end (two more between the incremental
+    // reports). Two jobs to an instance: 20 c7i.2xlarge, each from its launch through two jobs of 5 + 3 × 60 + 30 s
+    // (and the 90 s boot of the first).
     expect(r.jobs).toBe(40);
     const perInstanceSeconds = 90 + 2 * (5 + 3 * 60 + 30);
-    expect(r.totalCost).toBeCloseTo((21 * perInstanceSeconds * priceOf('c7i.2xlarge')) / 3_600, 6);
+    expect(r.totalCost).toBeCloseTo((20 * perInstanceSeconds * priceOf('c7i.2xlarge')) / 3_600, 6);
     // Per job: submitted, 3 job and 3 task moves, 3 checkpoints; per instance: created and 3 moves.
-    expect(r.events).toBe(42 * 10 + 21 * 4);
+    expect(r.events).toBe(40 * 10 + 20 * 4);
     expect(r.maxRelativeDifference).toBeLessThan(1e-9);
     for (const ms of [r.fullReplayMs, r.incrementalFirstMs, r.incrementalNextMs])
       expect(ms).toBeGreaterThan(0);

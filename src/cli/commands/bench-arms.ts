@@ -168,7 +168,7 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
   const capShare = o.capShare ?? null;
   refuseArmFlags(common, arms, capShare);
   const input = { seeds: o.seeds, common, arms, builds, capShare, peaksFrom: o.peaksFrom };
-  const plan = await planArms(input, planSimulateRun);
+  const plan = await planArms(input, planSimulateRun, parseSimulateArgs);
 
   const total = armsRunCount(input, plan);
   const parallel = o.parallel ?? defaultParallelism(total);

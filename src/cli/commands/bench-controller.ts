@@ -11,10 +11,14 @@ import {
   type ControllerBenchTarget,
   type TargetName,
 } from '../../bench/controller-bench.js';
-import { stopRunningBenchControllers } from '../../bench/bench-controller-process.js';
+import {
+  killRunningBenchControllersNow,
+  stopRunningBenchControllers,
+} from '../../bench/bench-controller-process.js';
 import { ValidationError } from '../../core/validation.js';
 import { checkOutputDirectory } from '../output-target.js';
 import { formatTable } from '../table.js';
+import { benchProgress, onBenchStopSignals } from './bench-process.js';
 import { flagName, flagProblems, numberText, positiveInteger } from './sim-flags.js';
 
 const count = (max: number) =>
@@ -68,14 +72,22 @@ export function registerBenchController(bench: Command): Command {
       // it had.
       if (opts.cpuProf !== undefined) checkOutputDirectory(opts.cpuProf, '--cpu-prof');
       const workDir = mkdtempSync(join(tmpdir(), 'fleetwise-bench-controller-'));
-      const started = performance.now();
-      const progress = (message: string): void => {
-        const seconds = ((performance.now() - started) / 1000).toFixed(1);
-        process.stderr.write(`bench controller [${seconds} s]: ${message}\n`);
-      };
-      // Stopped by a signal (Ctrl-C, `timeout`), it stops its controllers and removes their state as when it finishes:
-      // left alone, Node would exit at once, leaving both (a controller outside the signalled process group runs on).
-      // A second signal while they stop changes nothing: the first decides the exit, after the cleanup.
+      const progress = benchProgress('bench controller');
+      // Set where the bench says it keeps the state directories (--keep, a failure whose error points at a log).
+      let keepWorkDir = false;
+      // However the process ends while it can still run code (an uncaught error, a `process.exit` elsewhere), no
+      // controller outlives it and its state goes; the orderly ways out below have done both already.
+      process.on('exit', () => {
+        killRunningBenchControllersNow();
+        try {
+          if (!keepWorkDir) rmSync(workDir, { recursive: true, force: true, maxRetries: 3 });
+        } catch {
+          // nothing can be reported as the process exits
+        }
+      });
+      // Stopped by a signal (Ctrl-C, `timeout`, a hang-up), it stops its controllers and removes their state as when it
+      // finishes: left alone, Node would exit at once, leaving both (a controller outside the signalled process group
+      // runs on). A second signal while they stop changes nothing: the first decides the exit, after the cleanup.
       let stopping: Promise<never> | undefined;
       const stopped = (signal: NodeJS.Signals): void => {
         if (stopping !== undefined) return;
@@ -83,8 +95,10 @@ export function registerBenchController(bench: Command): Command {
         void stopRunningBenchControllers().then(
           () => {
             try {
-              if (opts.keep === true) progress(`stopped by ${signal}; state directories kept in ${workDir}`);
-              else {
+              if (opts.keep === true) {
+                keepWorkDir = true;
+                progress(`stopped by ${signal}; state directories kept in ${workDir}`);
+              } else {
                 rmSync(workDir, { recursive: true, force: true });
                 progress(`stopped by ${signal}`);
               }
@@ -96,8 +110,7 @@ export function registerBenchController(bench: Command): Command {
           () => process.exit(128 + constants.signals[signal]),
         );
       };
-      process.on('SIGINT', stopped);
-      process.on('SIGTERM', stopped);
+      const stopListening = onBenchStopSignals(stopped);
       let result: ControllerBenchResult;
       let failed = true;
       try {
@@ -122,14 +135,16 @@ export function registerBenchController(bench: Command): Command {
         throw e;
       } finally {
         if (stopping === undefined) {
-          process.off('SIGINT', stopped);
-          process.off('SIGTERM', stopped);
+          stopListening();
           // A failed benchmark keeps its controllers' logs (the error points at them); their processes are stopped.
           if (failed) {
+            keepWorkDir = true;
             await stopRunningBenchControllers();
             progress(`failed; state directories (controller.log) kept in ${workDir}`);
-          } else if (opts.keep === true) progress(`state directories kept in ${workDir}`);
-          else rmSync(workDir, { recursive: true, force: true });
+          } else if (opts.keep === true) {
+            keepWorkDir = true;
+            progress(`state directories kept in ${workDir}`);
+          } else rmSync(workDir, { recursive: true, force: true });
         }
       }
       if (opts.json === true) process.stdout.write(`${JSON.stringify(result)}\n`);

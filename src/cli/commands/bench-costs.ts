@@ -5,6 +5,7 @@ import { benchCostReport, type CostReportBenchResult } from '../../bench/cost-re
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
 import { ValidationError } from '../../core/validation.js';
 import { formatTable } from '../table.js';
+import { benchProgress, onBenchStopSignals } from './bench-process.js';
 import { flagProblems, numberText } from './sim-flags.js';
 
 const optionsSchema = z.object({
@@ -40,13 +41,10 @@ export function registerBenchCosts(bench: Command): Command {
       if (!parsed.success)
         throw new ValidationError('fleetwise bench costs options', flagProblems(parsed.error));
       const opts = parsed.data;
-      const started = performance.now();
-      const progress = (message: string): void => {
-        const seconds = ((performance.now() - started) / 1000).toFixed(1);
-        process.stderr.write(`bench costs [${seconds} s]: ${message}\n`);
-      };
-      // Stopped by a signal (Ctrl-C, `timeout`), it closes and removes its SQLite state as when it finishes: left
-      // alone, Node would exit at once and leave the state (hundreds of MB at the larger sizes) in the temp directory.
+      const progress = benchProgress('bench costs');
+      // Stopped by a signal (Ctrl-C, `timeout`, a hang-up), it closes and removes its SQLite state as when it finishes:
+      // left alone, Node would exit at once and leave the state (hundreds of MB at the larger sizes) in the temp
+      // directory.
       const abort = new AbortController();
       let stopSignal: NodeJS.Signals | undefined;
       const stopped = (signal: NodeJS.Signals): void => {
@@ -54,8 +52,7 @@ export function registerBenchCosts(bench: Command): Command {
         stopSignal = signal;
         abort.abort(new Error(`stopped by ${signal}`));
       };
-      process.on('SIGINT', stopped);
-      process.on('SIGTERM', stopped);
+      const stopListening = onBenchStopSignals(stopped);
       let results: CostReportBenchResult[];
       try {
         results = await benchCostReport(
@@ -69,8 +66,7 @@ export function registerBenchCosts(bench: Command): Command {
         process.stderr.write(`bench costs: stopped by ${stopSignal}\n`);
         process.exit(128 + constants.signals[stopSignal]);
       } finally {
-        process.off('SIGINT', stopped);
-        process.off('SIGTERM', stopped);
+        stopListening();
       }
       if (opts.json === true) {
         process.stdout.write(`${JSON.stringify({ results })}\n`);
