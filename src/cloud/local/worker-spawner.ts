@@ -262,8 +262,18 @@ export function recordedTasks(instanceDir: string): string[] {
   }
 }
 
-/** Credentials of the controller and its clients that a worker must not inherit. */
-const WITHHELD_ENV = ['FLEETWISE_WORKER_TOKEN', 'FLEETWISE_ADMIN_TOKEN', 'FLEETWISE_TOKEN'];
+/**
+ * Credentials of the controller and its clients that a worker must not inherit: the API's tokens, and the PostgreSQL
+ * password of a shared state (a worker never opens the state). The cloud's (AWS_*) stay: a worker writes the object
+ * store with them.
+ */
+const WITHHELD_ENV = [
+  'FLEETWISE_WORKER_TOKEN',
+  'FLEETWISE_ADMIN_TOKEN',
+  'FLEETWISE_TOKEN',
+  'FLEETWISE_METRICS_TOKEN',
+  'PGPASSWORD',
+];
 
 /** The controller's environment minus its credentials, plus the launch's one-time secret. */
 export function workerEnvironment(parent: NodeJS.ProcessEnv, launchSecret: string): NodeJS.ProcessEnv {

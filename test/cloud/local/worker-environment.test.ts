@@ -1,0 +1,29 @@
+import { describe, expect, it } from 'vitest';
+import { workerEnvironment } from '../../../src/cloud/local/worker-spawner.js';
+
+/** What a local worker process inherits from its controller (it runs as the same user, beside it). */
+
+describe("a local worker's environment", () => {
+  it("is the controller's minus every credential of the API and the state, plus the launch's secret", () => {
+    const env = workerEnvironment(
+      {
+        PATH: '/usr/bin',
+        FLEETWISE_ADMIN_TOKEN: 'admin',
+        FLEETWISE_WORKER_TOKEN: 'cluster-key',
+        FLEETWISE_TOKEN: 'client',
+        FLEETWISE_METRICS_TOKEN: 'metrics',
+        PGPASSWORD: 'postgres',
+        AWS_ACCESS_KEY_ID: 'AKIAEXAMPLE',
+        FLEETWISE_LOG_LEVEL: 'debug',
+      },
+      'one-time',
+    );
+    expect(env).toEqual({
+      PATH: '/usr/bin',
+      // The object store is written with the cloud's credentials; logging settings carry over.
+      AWS_ACCESS_KEY_ID: 'AKIAEXAMPLE',
+      FLEETWISE_LOG_LEVEL: 'debug',
+      FLEETWISE_LAUNCH_SECRET: 'one-time',
+    });
+  });
+});
