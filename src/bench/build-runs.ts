@@ -86,6 +86,15 @@ export function stopBuildRuns(): Promise<void> {
   return stopProcesses(liveChildren, STOP_GRACE_MS);
 }
 
+/**
+ * SIGKILL every build run still running, synchronously, for a process 'exit' listener: the last resort of a `bench
+ * arms` that exits without having stopped them (an uncaught error), whose subprocesses would otherwise run on.
+ */
+export function killBuildRunsNow(): void {
+  for (const child of liveChildren)
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+}
+
 /** How much of a failed run's stderr its error quotes (the end, where the reason is). */
 const STDERR_TAIL = 2000;
 

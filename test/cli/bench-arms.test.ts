@@ -206,13 +206,64 @@ describe('fleetwise bench arms', () => {
     }
   }, 120_000);
 
-  it("stopped by SIGTERM, it stops the other build's runs, waits for them and exits 143", async () => {
-    // The signal reaches bench arms alone (as from `timeout` or `kill`), not its process group. Two of the other
-    // build's runs go at once: the first to end must not fail the bench before the second has stopped.
-    const other = mkdtempSync(join(tmpdir(), 'fleetwise-other-build-'));
-    symlinkSync(join(PROJECT_ROOT, 'dist'), join(other, 'dist'));
-    // The other build's runs name its CLI; this process names the build's directory, but not its CLI.
-    const cli = join(other, 'dist', 'cli', 'main.js');
+  it.each([
+    ['SIGTERM', 143],
+    ['SIGHUP', 129],
+  ] as const)(
+    "stopped by %s, it stops the other build's runs, waits for them and exits %i",
+    async (signal, code) => {
+      // The signal reaches bench arms alone (as from `timeout` or `kill`), not its process group. Two of the other
+      // build's runs go at once: the first to end must not fail the bench before the second has stopped.
+      const other = mkdtempSync(join(tmpdir(), 'fleetwise-other-build-'));
+      symlinkSync(join(PROJECT_ROOT, 'dist'), join(other, 'dist'));
+      // The other build's runs name its CLI; this process names the build's directory, but not its CLI.
+      const cli = join(other, 'dist', 'cli', 'main.js');
+      const child = spawn(
+        process.execPath,
+        [
+          CLI,
+          'bench',
+          'arms',
+          '--seeds',
+          '5,6',
+          '--parallel',
+          '2',
+          '--common',
+          '--format alibaba --scheduler eva --no-predict',
+          '--arm',
+          'a=--jobs 5',
+          '--arm',
+          'b=--jobs 3000',
+          '--build',
+          `b=${other}`,
+        ],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      try {
+        let stderr = '';
+        child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+        const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+        // This build's runs go first, in threads; then the other build's, subprocesses.
+        const deadline = Date.now() + 60_000;
+        while (processesUnder(cli).length < 2 && Date.now() < deadline)
+          await new Promise((r) => setTimeout(r, 100));
+        expect(processesUnder(cli).length, stderr).toBe(2);
+        child.kill(signal);
+        expect(await closed, stderr).toBe(code);
+        expect(stderr).toMatch(new RegExp(`bench arms: stopped by ${signal}`));
+        // No run's own failure was reported: the stop decided the exit.
+        expect(stderr).not.toMatch(/fleetwise: /);
+        expect(processesUnder(cli)).toEqual([]);
+      } finally {
+        child.kill('SIGKILL');
+        for (const pid of processesUnder(cli)) process.kill(pid, 'SIGKILL');
+        rmSync(other, { recursive: true, force: true });
+      }
+    },
+    120_000,
+  );
+
+  it('runs on to its report when the reader of its progress has gone (`2>&1 | head -1`)', async () => {
     const child = spawn(
       process.execPath,
       [
@@ -221,38 +272,27 @@ describe('fleetwise bench arms', () => {
         'arms',
         '--seeds',
         '5,6',
-        '--parallel',
-        '2',
+        '--json',
         '--common',
-        '--format alibaba --scheduler eva --no-predict',
+        '--format alibaba --jobs 5 --scheduler eva --no-predict',
         '--arm',
-        'a=--jobs 5',
+        'a=',
         '--arm',
-        'b=--jobs 3000',
-        '--build',
-        `b=${other}`,
+        'b=--queue srpt',
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     try {
-      let stderr = '';
-      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      let stdout = '';
+      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
       const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-      // This build's runs go first, in threads; then the other build's, subprocesses.
-      const deadline = Date.now() + 60_000;
-      while (processesUnder(cli).length < 2 && Date.now() < deadline)
-        await new Promise((r) => setTimeout(r, 100));
-      expect(processesUnder(cli).length, stderr).toBe(2);
-      child.kill('SIGTERM');
-      expect(await closed, stderr).toBe(143);
-      expect(stderr).toMatch(/bench arms: stopped by SIGTERM/);
-      // No run's own failure was reported: the stop decided the exit.
-      expect(stderr).not.toMatch(/fleetwise: /);
-      expect(processesUnder(cli)).toEqual([]);
+      // Every progress line after the first meets a closed pipe (EPIPE).
+      await new Promise<void>((resolve) => child.stderr.once('data', () => resolve()));
+      child.stderr.destroy();
+      expect(await closed).toBe(0);
+      expect((JSON.parse(stdout) as ArmsReport).seeds).toEqual([5, 6]);
     } finally {
       child.kill('SIGKILL');
-      for (const pid of processesUnder(cli)) process.kill(pid, 'SIGKILL');
-      rmSync(other, { recursive: true, force: true });
     }
   }, 120_000);
 

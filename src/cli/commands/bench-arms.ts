@@ -24,7 +24,8 @@ import {
   type ArmsReport,
 } from '../../bench/arms-report.js';
 import { armsRunCount, runArms } from '../../bench/arms-runs.js';
-import { runBuilds, stopBuildRuns, type BuildRun } from '../../bench/build-runs.js';
+import { killBuildRunsNow, runBuilds, stopBuildRuns, type BuildRun } from '../../bench/build-runs.js';
+import { ignoreStderrErrors, onBenchStopSignals } from './bench-process.js';
 import type { ArmFigures } from '../../bench/paired-arms.js';
 import { ValidationError } from '../../core/validation.js';
 import { runRecord } from '../../sim/report/normalize.js';
@@ -172,6 +173,9 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
 
   const total = armsRunCount(input, plan);
   const parallel = o.parallel ?? defaultParallelism(total);
+  // Its progress cannot fail it (a reader of `2>&1 | head` gone), and however it exits no other build's run outlives it.
+  ignoreStderrErrors();
+  process.on('exit', killBuildRunsNow);
   const progress = batchProgress(total, 'bench arms', 'runs');
   const run = async (batch: readonly RunRequest[], offset: number): Promise<ArmFigures[]> => {
     const results = await runInWorkers(batch, parallel, {
@@ -194,14 +198,12 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
     const exit = () => process.exit(128 + constants.signals[signal]);
     void stopBuildRuns().then(exit, exit);
   };
-  process.on('SIGINT', stopped);
-  process.on('SIGTERM', stopped);
+  const stopListening = onBenchStopSignals(stopped);
   let report: ArmsReport;
   try {
     report = await runArms(input, plan, planSimulateRun, { run, runOther });
   } finally {
-    process.off('SIGINT', stopped);
-    process.off('SIGTERM', stopped);
+    stopListening();
     progress.stop();
   }
   process.stdout.write(o.json === true ? `${JSON.stringify(report)}\n` : armsText(report));

@@ -1,5 +1,5 @@
 /**
- * What the long benchmarks (`bench controller`, `bench costs`) share about their own process: progress lines on stderr
+ * What the long benchmarks (`bench controller`, `bench costs`, `bench arms`) share about their own process: progress lines on stderr
  * that cannot fail the benchmark, and the signals that stop it.
  */
 
@@ -18,13 +18,18 @@ export function onBenchStopSignals(stop: (signal: NodeJS.Signals) => void): () =
 function ignoreStderrError(): void {}
 
 /**
- * `bench <name> [12.3 s]: message` on stderr, the seconds counted from this call. A write that fails (EPIPE once the
- * reader of `2>&1 | head` has gone, EIO once a terminal hung up) would otherwise be an uncaught error that ends the
- * benchmark at once, before it has stopped its processes and removed its temporary state.
+ * From now on a write to stderr that fails (EPIPE once the reader of `2>&1 | head` has gone, EIO once a terminal hung
+ * up) is ignored: it would otherwise be an uncaught error that ends the benchmark at once, before it has stopped its
+ * processes and removed its temporary state.
  */
-export function benchProgress(name: string): (message: string) => void {
+export function ignoreStderrErrors(): void {
   if (!process.stderr.listeners('error').includes(ignoreStderrError))
     process.stderr.on('error', ignoreStderrError);
+}
+
+/** `bench <name> [12.3 s]: message` on stderr, the seconds counted from this call; a failed write is ignored. */
+export function benchProgress(name: string): (message: string) => void {
+  ignoreStderrErrors();
   const started = performance.now();
   return (message) => {
     const seconds = ((performance.now() - started) / 1000).toFixed(1);
