@@ -100,11 +100,17 @@ export function whyJob(store: StateStore, jobId: string, limit = 10): WhyRecord[
       ? `held for its dependency ${waiting[0] ?? ''}: out of the round until it succeeds`
       : `held for its dependencies (${formatIdList(waiting)}): out of the round until they succeed`;
   };
+  // Placed between rounds (on capacity already paid for): the next round found it placed and kept it there, which its
+  // record alone would tell as the round's own placement.
+  const betweenRounds = store.listEvents({ kind: 'job.placed-between-rounds', jobId });
   const out: WhyRecord[] = [];
   for (const [i, round] of rounds.entries()) {
     if (out.length >= limit) break;
     const appliedSeq = movedIn.get(round.round);
     const before = rounds[i + 1]; // newest first: the round before this one
+    const placedBefore = betweenRounds.findLast(
+      (e) => e.atSeconds <= round.atSeconds && (before === undefined || e.atSeconds > before.atSeconds),
+    );
     const cause =
       appliedSeq === undefined || before === undefined
         ? undefined
@@ -124,8 +130,12 @@ export function whyJob(store: StateStore, jobId: string, limit = 10): WhyRecord[
             restart,
             preemptedIn.get(round.round),
           );
-    if (summary !== undefined)
-      out.push({ round: round.round, atSeconds: round.atSeconds, summary, decision: round.decision });
+    if (summary === undefined) continue;
+    const kept =
+      placedBefore !== undefined && summary.startsWith('placed on ')
+        ? `${placedBefore.message}; kept there by this round (${summary})`
+        : summary;
+    out.push({ round: round.round, atSeconds: round.atSeconds, summary: kept, decision: round.decision });
   }
   return out;
 }

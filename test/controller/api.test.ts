@@ -273,6 +273,12 @@ describe('controller API: authentication and team isolation', () => {
     });
     expect(asYaml.status).toBe(415);
     expect(service.store.getJob(visionJob)?.state).toBe('queued');
+    // No body under a JSON type is no body: many clients name JSON on every POST.
+    const typedEmpty = await call('POST', `/v1/instances/inst-404/drain`, {
+      token: ADMIN_TOKEN,
+      contentType: 'application/json',
+    });
+    expect(typedEmpty.status).toBe(404);
     const drain = await call('POST', '/v1/instances/inst-404/drain', {
       token: ADMIN_TOKEN,
       json: { force: true },

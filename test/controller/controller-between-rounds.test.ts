@@ -5,6 +5,7 @@ import type { QueueCaps } from '../../src/queue/caps.js';
 import { FIFO_CONFIG, type WfqConfig } from '../../src/queue/wfq.js';
 import { BetweenRoundsPlacer } from '../../src/controller/between-rounds-placement.js';
 import type { BetweenRoundsStart } from '../../src/controller/reconcile/plan-intents.js';
+import { whyJob } from '../../src/controller/explain.js';
 import { silentLogger } from '../../src/controller/seams.js';
 import type { ControllerSettings } from '../../src/controller/settings.js';
 import type { StateStore } from '../../src/controller/state-store.js';
@@ -89,9 +90,17 @@ describe('controller: placement between rounds on paid capacity', () => {
     expect(store.getJob(gpu.id)?.state).toBe('queued');
 
     // The next round sees it placed where it is: no move, still one instance.
+    clock.advance(5);
     await controller.runRound('after');
     expect(store.listTasks({ jobId: small.id })[0]?.instanceId).toBe(hostId);
     expect(liveRecords(store)).toHaveLength(1);
+    // `why` credits the placement to where it happened, and that round with keeping it.
+    const [kept] = whyJob(store, small.id);
+    expect(kept?.summary).toMatch(
+      new RegExp(
+        `^placed between rounds on paid capacity \\(${hostId}\\); kept there by this round \\(placed on ${hostId} `,
+      ),
+    );
   });
 
   it('keeps no room for a job that never fits the caps: the job behind it is placed', async () => {

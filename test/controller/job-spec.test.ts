@@ -3,7 +3,12 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { loadCatalogFile, PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
-import { parseJobSpec, validateJobSpec } from '../../src/controller/job-spec/parse.js';
+import {
+  parseJobSpec,
+  readSpecText,
+  validateJobSpec,
+  validateSpecText,
+} from '../../src/controller/job-spec/parse.js';
 import { jobSpecSchema, taskSchema } from '../../src/controller/job-spec/schema.js';
 import { arraySubmissionSize, JOB_SPEC_LIMITS } from '../../src/controller/job-spec/spec.js';
 import { exitCodeMatches, retryVerdict } from '../../src/controller/job-spec/retry.js';
@@ -359,10 +364,6 @@ describe('parseJobSpec: rejected specs name the field and the reason', () => {
       /^not valid YAML\/JSON: the key "team" is given more than once, again at line \d+, column 1$/,
     ],
     ['a list at the root', '- a\n- b\n', /^\(root\): expected a job spec/],
-    // Tagged roots read as a Buffer, a Set and a Map: their bytes or entries are no fields to name.
-    ['bytes at the root', '!!binary aGVsbG8=\n', /^\(root\): expected a job spec/],
-    ['a set at the root', '!!set { name, team }\n', /^\(root\): expected a job spec/],
-    ['an ordered map at the root', '!!omap [ name: x, team: t ]\n', /^\(root\): expected a job spec/],
   ];
 
   it.each(cases)('rejects %s', (_label, text, expected) => {
@@ -371,6 +372,23 @@ describe('parseJobSpec: rejected specs name the field and the reason', () => {
       problems.some((p) => expected.test(p)),
       problems.join('\n'),
     ).toBe(true);
+  });
+
+  it('refuses a tagged root (bytes, a set, an ordered map) as no map, with or without a default team', () => {
+    // Read as a Buffer, a Set and a Map: their bytes or entries are no fields to name, and a default team spread into
+    // one must not make it a map.
+    for (const text of ['!!binary aGVsbG8=\n', '!!set { name, team }\n', '!!omap [ name: x, team: t ]\n'])
+      for (const defaults of [{}, { team: 'research' }]) {
+        let problems: readonly string[] = [];
+        try {
+          validateSpecText(readSpecText(text, 'spec.yaml'), 'spec.yaml', catalog, defaults);
+        } catch (e) {
+          problems = (e as ValidationError).problems;
+        }
+        expect(problems, `${text} ${JSON.stringify(defaults)}`).toEqual([
+          expect.stringMatching(/^\(root\): expected a job spec \(a map with name, team and tasks\)/),
+        ]);
+      }
   });
 
   it('reports every problem at once, each with its line', () => {

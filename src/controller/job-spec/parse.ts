@@ -79,7 +79,8 @@ export function validateSpecText(
   defaults: { readonly team?: string | undefined } = {},
 ): JobSpec {
   const value =
-    defaults.team !== undefined && isRecord(read.value) && read.value['team'] === undefined
+    // Only a map takes the default team: spread, a tagged root (bytes, a set) would become one.
+    defaults.team !== undefined && isSpecMap(read.value) && read.value['team'] === undefined
       ? { ...read.value, team: defaults.team }
       : read.value;
   return validate(value, source, catalog, (path) => lineOf(read.doc, read.lineCounter, path));
