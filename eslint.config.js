@@ -324,6 +324,8 @@ const layersRule = {
  * Function and the global object reach any of them by name.
  */
 const PURE_FORBIDDEN_GLOBALS = [
+  // Unseeded randomness, as node:crypto (below): a pure layer draws from core/random.ts's seeded Rng.
+  'crypto',
   'process',
   'fetch',
   'WebSocket',
@@ -342,7 +344,10 @@ function pureGlobalsBlocks() {
     rules: {
       'no-restricted-globals': [
         'error',
-        ...PURE_FORBIDDEN_GLOBALS.map((name) => ({ name, message: pureRestrictions(dir)[0].message })),
+        ...PURE_FORBIDDEN_GLOBALS.map((name) => ({
+          name,
+          message: pureRestrictions(dir).at(name === 'crypto' ? -1 : 0).message,
+        })),
       ],
     },
   }));

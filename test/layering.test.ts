@@ -366,6 +366,14 @@ describe('layering lint rules', () => {
           `'${spec}': ${layer} is pure: no node:crypto; use the seeded Rng of core/random.ts.`,
         ]);
       }
+      // The global draws the same unseeded randomness without an import.
+      const global = await lint('export const id = () => crypto.randomUUID();\n', file);
+      expect(global.map((m) => [m.ruleId, m.message])).toEqual([
+        [
+          'no-restricted-globals',
+          `Unexpected use of 'crypto'. ${layer} is pure: no node:crypto; use the seeded Rng of core/random.ts.`,
+        ],
+      ]);
     });
 
     it('forbids the globals that reach I/O without an import', async () => {

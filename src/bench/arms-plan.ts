@@ -18,7 +18,7 @@ import { earlierPeaksOf, readEarlierReport } from './earlier-peaks.js';
  * `label` names the run. The CLI's is simulate's own planning (bench-arms.ts).
  */
 export type PlanRun = (args: readonly string[], source: string, label: string) => RunRequest;
-/** Simulate's flag parser alone (no planning): throws a ValidationError naming `source` for flags it refuses. */
+/** Simulate's check of a command line (its flags parsed, its runs planned): a ValidationError naming `source`. */
 export type ParseFlags = (args: readonly string[], source: string) => unknown;
 
 /** The bench's flags, read and checked (arms-flags.ts). */

@@ -8,8 +8,7 @@ import { planArms, type ArmsInput } from '../../src/bench/arms-plan.js';
 import { runArms } from '../../src/bench/arms-runs.js';
 import type { BuildRun } from '../../src/bench/build-runs.js';
 import type { ArmFigures } from '../../src/bench/paired-arms.js';
-import { planSimulateRun } from '../../src/cli/commands/bench-arms.js';
-import { parseSimulateArgs } from '../../src/cli/commands/simulate.js';
+import { checkedSimulatePlan, planSimulateRun } from '../../src/cli/commands/bench-arms.js';
 import { ValidationError } from '../../src/core/validation.js';
 
 const COMMON = ['--format', 'synthetic', '--jobs', '14', '--scheduler', 'eva', '--no-predict'];
@@ -30,7 +29,7 @@ function input(arms: readonly string[], fields: Partial<ArmsInput> = {}): ArmsIn
 /** The ValidationError planning `what` refuses with, as source and problems. */
 async function refusal(what: ArmsInput): Promise<{ source: string; problems: readonly string[] }> {
   try {
-    await planArms(what, planSimulateRun, parseSimulateArgs);
+    await planArms(what, planSimulateRun, checkedSimulatePlan);
   } catch (e) {
     if (e instanceof ValidationError) return { source: e.source, problems: e.problems };
     throw e;
@@ -63,12 +62,21 @@ describe('bench arms, a flag without its value', () => {
     });
   });
 
+  it('a value simulate refuses is named by where it was given too', async () => {
+    const arm = await refusal(input(['a=', 'b=--queue sprt']));
+    expect(arm.source).toBe('--arm b');
+    expect(arm.problems).toEqual([expect.stringMatching(/^--queue: /)]);
+    const common = await refusal(input(['a=', 'b=--queue srpt'], { common: [...COMMON, '--queue', 'sprt'] }));
+    expect(common.source).toBe('--common');
+    expect(common.problems).toEqual([expect.stringMatching(/^--queue: /)]);
+  });
+
   it('--common may leave a required flag to the arms', async () => {
     const common = COMMON.filter((arg) => arg !== '--scheduler' && arg !== 'eva');
     const plan = await planArms(
       input(['a=--scheduler eva', 'b=--scheduler eva --queue srpt'], { common }),
       planSimulateRun,
-      parseSimulateArgs,
+      checkedSimulatePlan,
     );
     expect(Object.keys(plan.catalogs)).toEqual(['a', 'b']);
     // An arm that leaves it out too is refused, and named.
@@ -84,7 +92,7 @@ describe('bench arms, a flag without its value', () => {
       builds: new Map([['b', { dir: '/other', cli: '/other/dist/cli/main.js' }]]),
     });
     // This build cannot judge another build's flags: the plan leaves them to it.
-    const plan = await planArms(arms, planSimulateRun, parseSimulateArgs);
+    const plan = await planArms(arms, planSimulateRun, checkedSimulatePlan);
     const sent: BuildRun[] = [];
     const figures: ArmFigures = { totalCost: 1, meanJctHours: 1, peakCostPerHour: 1 };
     await runArms(arms, plan, planSimulateRun, {

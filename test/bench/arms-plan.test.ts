@@ -10,8 +10,7 @@ import { runCatalog } from '../../src/bench/arm-catalogs.js';
 import { parseArm } from '../../src/bench/arms-flags.js';
 import { planArms, type ArmsInput, type PlanRun } from '../../src/bench/arms-plan.js';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
-import { planSimulateRun } from '../../src/cli/commands/bench-arms.js';
-import { parseSimulateArgs } from '../../src/cli/commands/simulate.js';
+import { checkedSimulatePlan, planSimulateRun } from '../../src/cli/commands/bench-arms.js';
 import type { RunRequest } from '../../src/sim/run-request.js';
 import { writeScaledBundledCatalog } from '../helpers/catalogs.js';
 
@@ -58,7 +57,7 @@ function unpriced(request: RunRequest | undefined): object {
 describe('bench arms plans', () => {
   it('each seed’s uncapped reference once, the first seed’s too', async () => {
     const { planRun, calls } = countingPlanRun();
-    const plan = await planArms(input(['a=', 'b=--queue srpt']), planRun, parseSimulateArgs);
+    const plan = await planArms(input(['a=', 'b=--queue srpt']), planRun, checkedSimulatePlan);
     for (const seed of [5, 6]) {
       const reference = ['--seed', String(seed), ...COMMON];
       expect(calls.filter((args) => args.join(' ') === reference.join(' ')).length, `seed ${seed}`).toBe(1);
@@ -72,7 +71,7 @@ describe('bench arms plans', () => {
     const plan = await planArms(
       input(['a=', `b=--price-overrides ${SAVINGS_PLAN}`]),
       planSimulateRun,
-      parseSimulateArgs,
+      checkedSimulatePlan,
     );
     expect(plan.catalogs).toEqual({ a: BUNDLED, b: BUNDLED });
     expect(plan.referenceOf).toEqual({ a: BUNDLED, b: PRICED_KEY });
@@ -119,7 +118,7 @@ describe('bench arms plans', () => {
     const plan = await planArms(
       input(['a=', `b=--config ${config}`, `c=--price-overrides ${config}`], { common }),
       planSimulateRun,
-      parseSimulateArgs,
+      checkedSimulatePlan,
     );
     expect(plan.referenceOf).toEqual({ a: BUNDLED, b: BUNDLED, c: BUNDLED });
     expect(plan.referenceRuns.map((r) => r.priceOverrides)).toEqual([SAVINGS, SAVINGS]);
@@ -131,7 +130,7 @@ describe('bench arms plans', () => {
     const plan = await planArms(
       input(['a=', `b=--catalog ${doubled}`, `c=--catalog ${doubled} --price-overrides ${SAVINGS_PLAN}`]),
       planSimulateRun,
-      parseSimulateArgs,
+      checkedSimulatePlan,
     );
     const pricedDoubled = PRICED_KEY.replace(BUNDLED, doubled);
     expect(plan.referenceOf).toEqual({ a: BUNDLED, b: doubled, c: pricedDoubled });
@@ -148,7 +147,7 @@ describe('bench arms plans', () => {
     const plan = await planArms(
       input(['a=', `b=--price-overrides ${SAVINGS_PLAN}`], { capShare: null }),
       planRun,
-      parseSimulateArgs,
+      checkedSimulatePlan,
     );
     expect(plan.referenceRuns).toEqual([]);
     expect(plan.referenceOf).toEqual({});

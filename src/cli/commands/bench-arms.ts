@@ -36,7 +36,7 @@ import { checkOutputDirectory } from '../output-target.js';
 import { formatTable } from '../table.js';
 import { flagProblems, numberText, positiveInteger } from './sim-flags.js';
 import { parseSimulateArgs } from './simulate.js';
-import { simulationPlan } from './simulate-plan.js';
+import { simulationPlan, type SimulationPlan } from './simulate-plan.js';
 
 /**
  * `fleetwise bench arms`: its flags (read in bench/arms-flags.ts), what it runs (bench/arms-plan.ts, with simulate's
@@ -79,9 +79,23 @@ const optionsSchema = z.object({
   out: z.string().min(1).optional(),
 });
 
+/**
+ * What a simulate command line asks for, its mistakes named by `source`: a value simulate's planning refuses (`--queue
+ * sprt`) as much as a flag it cannot parse.
+ */
+export function checkedSimulatePlan(args: readonly string[], source: string): SimulationPlan {
+  const parsed = parseSimulateArgs(args, source);
+  try {
+    return simulationPlan(parsed);
+  } catch (e) {
+    if (e instanceof ValidationError) throw new ValidationError(source, e.problems);
+    throw e;
+  }
+}
+
 /** The single run a simulate command line asks for (one scheduler, one value of time), for `source`'s errors. */
 export function planSimulateRun(args: readonly string[], source: string, label: string): RunRequest {
-  const { requests } = simulationPlan(parseSimulateArgs(args, source));
+  const { requests } = checkedSimulatePlan(args, source);
   if (requests.length !== 1)
     throw new ValidationError(source, [
       `asks for ${requests.length} runs; an arm is one scheduler at one value of time`,
@@ -169,7 +183,7 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
   const capShare = o.capShare ?? null;
   refuseArmFlags(common, arms, capShare);
   const input = { seeds: o.seeds, common, arms, builds, capShare, peaksFrom: o.peaksFrom };
-  const plan = await planArms(input, planSimulateRun, parseSimulateArgs);
+  const plan = await planArms(input, planSimulateRun, checkedSimulatePlan);
 
   const total = armsRunCount(input, plan);
   const parallel = o.parallel ?? defaultParallelism(total);
@@ -206,7 +220,7 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
     stopListening();
     progress.stop();
   }
-  process.stdout.write(o.json === true ? `${JSON.stringify(report)}\n` : armsText(report));
+  // Files first: a reader of stdout gone (`| head`) ends the process at its next write (main.ts), files unwritten.
   if (o.out !== undefined) {
     await mkdir(o.out, { recursive: true });
     const json = join(o.out, ARMS_FILES.json);
@@ -215,6 +229,7 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
     await writeFile(html, armsHtml(report), 'utf8');
     process.stderr.write(`report written: ${json}, ${html}\n`);
   }
+  process.stdout.write(o.json === true ? `${JSON.stringify(report)}\n` : armsText(report));
 }
 
 export const ARMS_FILES = { json: 'arms.json', html: 'arms.html' } as const;

@@ -39,9 +39,7 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
   const results = withNormalizedCosts(raws);
 
   if (o.saveColocationTable !== undefined) saveLearnedColocation(o.saveColocationTable, results);
-  if (o.json === true) process.stdout.write(`${JSON.stringify(runsJson(results))}\n`);
-  else process.stdout.write(`${trace.name}: ${trace.jobs.length} jobs\n\n${summaryTextTable(results)}`);
-
+  // Files first: a reader of stdout gone (`| head`) ends the process at its next write (main.ts), files unwritten.
   if (o.out !== undefined) {
     const settings = reportSettings(plan);
     // The trace's lower bounds, for the report's summary and cost chart (an LP per job event: ~2 s on Alibaba), at
@@ -53,6 +51,8 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     const paths = await writeReport(o.out, results, settings, { ...bounds, atSpotPrices: spotBounds });
     process.stderr.write(`report written: ${paths.join(', ')}\n`);
   }
+  if (o.json === true) process.stdout.write(`${JSON.stringify(runsJson(results))}\n`);
+  else process.stdout.write(`${trace.name}: ${trace.jobs.length} jobs\n\n${summaryTextTable(results)}`);
 }
 
 /** `fleetwise simulate`: run schedulers on a trace in parallel worker threads and compare them. */

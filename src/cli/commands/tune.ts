@@ -287,17 +287,7 @@ async function tune(raw: RawTuneOptions): Promise<void> {
     stringify({ caps: { ...o.caps, admitBy: o.admitBy } }, { lineWidth: 0 }) +
     tunedSettingsYaml(o, prices);
 
-  if (o.json === true) process.stdout.write(`${JSON.stringify(result)}\n`);
-  else
-    process.stdout.write(
-      `${trace.name}: ${trace.jobs.length} jobs; ${o.scheduler} under ${capsText(o.caps)}; ` +
-        `${result.evaluated.length} config${result.evaluated.length === 1 ? '' : 's'} simulated, ${result.front.length} on the Pareto front ` +
-        `(mean JCT, p99 prediction error, unfairness; all minimised)\n\n` +
-        `${frontTable(result.front, rec.id)}\n` +
-        `recommended (${rec.preference}): ${rec.id}: ${describeConfig(rec)}\n\n` +
-        `# controller config:\n${yaml}`,
-    );
-
+  // Files first: a reader of stdout gone (`| head`) ends the process at its next write (main.ts), files unwritten.
   if (o.out !== undefined) {
     const settings: ReportSettings = {
       ...traceSettings(o, trace, catalog, prices?.source),
@@ -318,6 +308,17 @@ async function tune(raw: RawTuneOptions): Promise<void> {
     await writeFile(paths[1] as string, tuneHtml(report), 'utf8');
     process.stderr.write(`report written: ${paths.join(', ')}\n`);
   }
+
+  if (o.json === true) process.stdout.write(`${JSON.stringify(result)}\n`);
+  else
+    process.stdout.write(
+      `${trace.name}: ${trace.jobs.length} jobs; ${o.scheduler} under ${capsText(o.caps)}; ` +
+        `${result.evaluated.length} config${result.evaluated.length === 1 ? '' : 's'} simulated, ${result.front.length} on the Pareto front ` +
+        `(mean JCT, p99 prediction error, unfairness; all minimised)\n\n` +
+        `${frontTable(result.front, rec.id)}\n` +
+        `recommended (${rec.preference}): ${rec.id}: ${describeConfig(rec)}\n\n` +
+        `# controller config:\n${yaml}`,
+    );
 }
 
 /** `fleetwise tune`: search WFQ configs by simulation (PCS §6) and print the Pareto front and a controller config. */
