@@ -15,24 +15,15 @@ import { gzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JobArchive } from '../../src/controller/backup/job-archive.js';
-import {
-  findSubmission,
-  forgetSubmissionKey,
-  recordSubmissionKey,
-  requestHashOf,
-  WITHDRAWN_AT_SUBMISSION,
-} from '../../src/controller/submission-keys.js';
+import { findSubmission, forgetSubmissionKey, requestHashOf } from '../../src/controller/submission-keys.js';
 import { parseRestoreSource } from '../../src/controller/backup/restore-source.js';
 import {
   RestoreError,
   restoreState,
-  type RestoreOptions,
   type RestoreSummary,
 } from '../../src/controller/backup/restore-state.js';
 import { describeRestore } from '../../src/cli/controller-backups.js';
 import { StateBackup } from '../../src/controller/backup/state-backup.js';
-import { SystemClock } from '../../src/controller/clock.js';
 import { CLUSTER_INITIALIZED_KEY } from '../../src/controller/state/initialization.js';
 import { previousStoreIds } from '../../src/controller/state/lineage.js';
 import { LATEST_SCHEMA_VERSION } from '../../src/controller/state/sqlite-schema.js';
@@ -50,8 +41,9 @@ import { createS3Client, S3ObjectStore } from '../../src/storage/s3-store.js';
 import { describeWithMoto } from '../helpers/moto.js';
 import { startS3FaultProxy, type S3FaultProxy } from '../helpers/s3-fault-proxy.js';
 import { secretFilesIn } from '../../src/cli/commands/controller/secrets.js';
-import { gunzipObject, readJson, recordingLogger, StoreWithOutage, until } from './backup-fixtures.js';
+import { gunzipObject, readJson, StoreWithOutage } from './backup-fixtures.js';
 import { catalog, CPU_SMALL, jobSpec } from './controller-fixtures.js';
+import { RestoreCluster } from './restore-cluster.js';
 import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
 import { writtenJobSpec } from '../../src/controller/job-spec/written-form.js';
 import type { JobSpec } from '../../src/controller/job-spec/spec.js';
@@ -59,97 +51,6 @@ import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-restore-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 let counter = 0;
-
-/** A controller's state and object store, with the backup and the job archive the controller would run. */
-class Cluster {
-  readonly dir = join(scratch, `cluster-${++counter}`);
-  readonly objectsDir = join(this.dir, 'objects');
-  readonly objects = new FsObjectStore(this.objectsDir);
-  readonly state: SqliteStateStore;
-  readonly backup: StateBackup;
-  readonly archive = new JobArchive({
-    objectStore: this.objects,
-    cluster: 'prod',
-    clock: new SystemClock(),
-    log: recordingLogger(),
-  });
-
-  /** `nowSeconds`: the old box's clock, to tell its times from the restore's. */
-  constructor(nowSeconds?: () => number) {
-    mkdirSync(join(this.dir, 'state'), { recursive: true });
-    this.state = new SqliteStateStore(join(this.dir, 'state', 'state.db'), {
-      ...(nowSeconds === undefined ? {} : { nowSeconds }),
-    });
-    this.backup = new StateBackup({
-      source: this.state,
-      objectStore: this.objects,
-      cluster: 'prod',
-      workDir: join(this.dir, 'state', 'backup-tmp'),
-      keep: 10,
-      secrets: () => ({
-        version: 1,
-        workerToken: 'the-worker-token',
-        adminToken: 'the-admin-token',
-        metricsToken: 'the-metrics-token',
-      }),
-      nowSeconds: () => Date.now() / 1000,
-    });
-  }
-
-  /** A submission as the API makes it: stored (with its idempotency key, if any), then archived before its answer. */
-  async submit(name: string, spec: JobSpec = jobSpec(name, CPU_SMALL), key?: string): Promise<JobRecord> {
-    const submissionKey =
-      key === undefined ? undefined : { team: spec.team, key, requestHash: requestHashOf(spec) };
-    const job = this.state.transaction(() => {
-      const made = this.state.submitJob(spec);
-      if (submissionKey !== undefined) recordSubmissionKey(this.state, submissionKey, [made]);
-      return made;
-    });
-    // A job with an index stands for one of an array submission here, as the API archives those.
-    await this.archive.keepSubmitted(job, submissionKey, {
-      ofArray: spec.arrayProperties?.index !== undefined,
-    });
-    return job;
-  }
-
-  /** A job ends as the controller ends it: the store, then the archive in the background. */
-  async end(id: string, path: readonly JobState[]): Promise<void> {
-    let job = this.state.getJob(id) as JobRecord;
-    for (const state of path)
-      job = this.state.setJobState(id, state, state === 'failed' ? 'exit code 3' : undefined);
-    this.archive.keepEnded(job);
-    await until(`the end of ${id} archived`, () => (this.archive.pendingEndCount === 0 ? true : undefined));
-  }
-
-  /** A job withdrawn as the API withdraws one its archive did not take, its end archived. */
-  async withdraw(id: string): Promise<void> {
-    this.archive.keepEnded(
-      this.state.setJobState(id, 'cancelled', `${WITHDRAWN_AT_SUBMISSION}: the object store did not take it`),
-    );
-    await until(`the withdrawal of ${id} archived`, () =>
-      this.archive.pendingEndCount === 0 ? true : undefined,
-    );
-  }
-
-  /** A new box: an empty state directory, restored from `from`. */
-  async restore(
-    from: string,
-    overrides: Partial<RestoreOptions> = {},
-  ): Promise<{ dir: string; summary: RestoreSummary }> {
-    const dir = join(scratch, `box-${++counter}`);
-    mkdirSync(dir, { recursive: true });
-    const summary = await restoreState({
-      from,
-      cluster: 'prod',
-      dbFile: join(dir, 'state.db'),
-      secretFiles: secretFilesIn(dir),
-      openObjectStore: (location) => openObjectStore(location),
-      catalog,
-      ...overrides,
-    });
-    return { dir, summary };
-  }
-}
 
 /** A restore from `from` into a new box that is refused, with nothing installed there; what it says. */
 async function refusedRestore(from: string): Promise<string> {
@@ -191,7 +92,7 @@ function jobsOf(store: StateStore): [string, string, JobState, number][] {
 
 describe('restore from a backup', () => {
   it('installs the newest backup, submits again the jobs accepted after it, and ends those that ended after it', async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.submit('waits'); // job-1: queued in the backup, cancelled after it
     await c.submit('runs'); // job-2: running in the backup, succeeds after it
     c.state.setJobState('job-2', 'starting');
@@ -244,7 +145,7 @@ describe('restore from a backup', () => {
   });
 
   it('restores a job as it was accepted, under a rule for new submissions added since', async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.backup.run();
     // Stages that disagree with expectedDurationSeconds, as a controller before that check accepted them.
     const accepted: JobSpec = {
@@ -267,7 +168,7 @@ describe('restore from a backup', () => {
   });
 
   it('restores a latency table below the floor new submissions keep, as an earlier controller accepted it', async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.backup.run();
     // A point at a 200× slowdown, under the 0.01 floor tables have had since.
     const table: [number, number][] = [
@@ -294,7 +195,7 @@ describe('restore from a backup', () => {
     // The old box's clock, two hours back: the restore runs at the real time.
     const t0 = Date.now() / 1000 - 7200;
     let now = t0;
-    const c = new Cluster(() => now);
+    const c = new RestoreCluster(scratch, () => now);
     await c.submit('runs'); // job-1: running in the backup, succeeds after it
     now = t0 + 10;
     c.state.setJobState('job-1', 'starting');
@@ -334,7 +235,7 @@ describe('restore from a backup', () => {
   });
 
   it("passes over a newer fleetwise's backup and one that is not a fleetwise state, naming them", async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.submit('first');
     const first = await c.backup.run();
     await c.submit('second');
@@ -401,7 +302,7 @@ describe('restore from a backup', () => {
   });
 
   it('refuses a job archive document cut short, naming the job, the document and what to do', async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.backup.run();
     await c.submit('cut'); // job-1, accepted after the backup
     const kept = await c.submit('kept'); // job-2, ended after it
@@ -443,7 +344,7 @@ describe('restore from a backup', () => {
   });
 
   it('restores a given backup rather than the newest, and refuses one of another cluster', async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.submit('first');
     const first = await c.backup.run();
     await c.submit('second');
@@ -466,7 +367,7 @@ describe('restore from a backup', () => {
   });
 
   it('refuses a corrupt backup with a clear error, and installs nothing', async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.submit('one');
     const manifest = await c.backup.run();
     c.state.close();
@@ -526,7 +427,7 @@ describe('restore from a backup', () => {
   });
 
   it('restores the newest complete backup even when latest.json names an older one (its write failed)', async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.submit('first');
     const first = await c.backup.run();
     await c.submit('second');
@@ -553,7 +454,7 @@ describe('restore from a backup', () => {
   });
 
   it('passes over newer backups that lack their data or fail their checks for the newest that verifies, and says so', async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.submit('first');
     const first = await c.backup.run();
     await c.submit('second');
@@ -601,7 +502,7 @@ describe('restore from a backup', () => {
   });
 
   it("takes latest.json's backup when the manifests after it fail, and never an older one when the store fails", async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.submit('first');
     const first = await c.backup.run();
     await c.submit('second');
@@ -624,7 +525,7 @@ describe('restore from a backup', () => {
   });
 
   it('never replaces a state that has jobs; an empty or zero-length one is replaced', async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.submit('one');
     await c.backup.run();
     c.state.close();
@@ -646,7 +547,7 @@ describe('restore from a backup', () => {
   });
 
   it('brings back a job accepted after the backup with every field as it was accepted', async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.backup.run();
     // Fields that validation converts (spotMaxDelayMinutes, network.root), and the rest of the optional ones.
     const spec = validateJobSpec(
@@ -684,7 +585,7 @@ describe('restore from a backup', () => {
   });
 
   it('withdraws the archived jobs of an array the loss cut short (one never stored), and keeps a whole one', async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.backup.run();
     const sweep = (index: number, size: number, name = 'sweep'): JobSpec => ({
       ...jobSpec(name, CPU_SMALL),
@@ -738,7 +639,7 @@ describe('restore from a backup', () => {
   });
 
   it('keeps the idempotency keys of the jobs it brings back, but not of an array the loss cut short', async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.submit('early', jobSpec('early', CPU_SMALL), 'early-key'); // job-1: in the backup, key and all
     await c.backup.run();
     const late = await c.submit('late', jobSpec('late', CPU_SMALL), 'late-key'); // job-2
@@ -769,7 +670,7 @@ describe('restore from a backup', () => {
   });
 
   it("gives a key used again after a withdrawal to the retry's job, end record or not", async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.backup.run();
     const spec = jobSpec('retried', CPU_SMALL);
     const key = { key: 'retried-key', requestHash: requestHashOf(spec) };
@@ -793,7 +694,7 @@ describe('restore from a backup', () => {
   });
 
   it('never gives again an id the archive holds only the end of (a job withdrawn after the backup)', async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.submit('kept'); // job-1
     await c.backup.run();
     // job-2: stored, its spec never archived, withdrawn; only its end is archived.
@@ -808,7 +709,7 @@ describe('restore from a backup', () => {
   });
 
   it("ends a job only with its own submission's end record", async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.submit('first'); // job-1
     const live = await c.submit('live'); // job-2, queued in the backup and after it
     await c.backup.run();
@@ -833,7 +734,7 @@ describe('restore from a backup', () => {
   });
 
   it('keeps a rerun of one job of an array, submitted alone, and replaces a key the backup holds for a withdrawn job', async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     const first = jobSpec('flaky', CPU_SMALL);
     const withdrawn = await c.submit('flaky', first, 'flaky-key'); // job-1, its key in the backup
     await c.backup.run();
@@ -863,7 +764,7 @@ describe('restore from a backup', () => {
 
   /** A cluster whose archive holds `spec` as job-7's, accepted after its backup: what restoring it does. */
   async function restoreArchived(spec: unknown): Promise<unknown> {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.backup.run();
     await c.objects.put(
       jobArchiveKeys('prod', 'job-7').spec,
@@ -887,7 +788,7 @@ describe('restore from a backup', () => {
   });
 
   it('backs the secrets document with what the state directory holds', async () => {
-    const c = new Cluster();
+    const c = new RestoreCluster(scratch);
     await c.backup.run();
     expect(await readJson(c.objects, backupSecretsKey('prod'))).toEqual({
       version: 1,

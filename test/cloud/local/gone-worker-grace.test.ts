@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
@@ -8,6 +8,7 @@ import { LOCAL_DEFAULTS } from '../../../src/controller/config-loading.js';
 import { ProcessExecutor } from '../../../src/worker/executors/process.js';
 import { table3Catalog } from '../../helpers/catalogs.js';
 import { killProcessGroups } from '../../helpers/processes-under.js';
+import { pidAlive } from '../../helpers/local-controller.js';
 
 /**
  * The grace a local worker killed without a word gets (to be started again) against the local heartbeat timeout, at
@@ -25,19 +26,8 @@ afterAll(() => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  // A killed child not yet reaped is a zombie: dead for our purposes.
-  const stat = existsSync(`/proc/${pid}/stat`) ? readFileSync(`/proc/${pid}/stat`, 'utf8') : '';
-  return !/\) Z /.test(stat);
-}
-
 async function waitDead(pid: number): Promise<void> {
-  while (alive(pid)) await new Promise((r) => setTimeout(r, 20));
+  while (pidAlive(pid)) await new Promise((r) => setTimeout(r, 20));
 }
 
 it('closes a SIGKILLed local worker’s instance, dated when first seen gone, at a poll before the local heartbeat timeout', async () => {
@@ -94,5 +84,5 @@ it('closes a SIGKILLed local worker’s instance, dated when first seen gone, at
   );
   expect(ended?.state).toBe('terminated');
   expect(ended?.endedAt?.getTime()).toBe(firstSeenMs);
-  expect(alive(pidOf(kept))).toBe(true);
+  expect(pidAlive(pidOf(kept))).toBe(true);
 });
