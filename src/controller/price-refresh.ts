@@ -1,5 +1,6 @@
 import {
   applyPriceOverrides,
+  priceOverrideProblems,
   type Catalog,
   type InstanceType,
   type PriceOverrides,
@@ -138,8 +139,7 @@ export class PriceRefresher {
         this.deps.logger.warn('price refresh: some types were not priced; they keep their current price', {
           unpriced: fetched.unpriced,
         });
-      // A spot override above a type's new on-demand price fails here, and the current catalog stays.
-      const catalog = this.forController(fetched.catalog);
+      const catalog = this.forController(fetched.catalog, true);
       await this.deps.apply(catalog);
       this.listCatalog = fetched.catalog;
       this.currentCatalog = catalog;
@@ -152,14 +152,47 @@ export class PriceRefresher {
     }
   }
 
-  /** The catalog as the controller plans with it: the overrides laid over it, then only the fleet's zones' pools. */
-  private forController(listCatalog: Catalog): Catalog {
-    const { priceOverrides, spotZones } = this.deps;
+  /**
+   * The catalog as the controller plans with it: the overrides laid over it, then only the fleet's zones' pools. On a
+   * refresh (`refreshed`), a per-type override the new prices refuse (a spot price now above its type's lowered list
+   * price, a type whose spot pools are gone) is left out of this catalog and said, rather than failing the refresh:
+   * one stale override must not keep every other type at its old price for good. At start the controller refused it.
+   */
+  private forController(listCatalog: Catalog, refreshed = false): Catalog {
+    const { spotZones } = this.deps;
+    const priceOverrides =
+      refreshed && this.deps.priceOverrides !== undefined
+        ? this.applicableOverrides(listCatalog, this.deps.priceOverrides)
+        : this.deps.priceOverrides;
     const priced =
       priceOverrides === undefined
         ? listCatalog
         : applyPriceOverrides(listCatalog, priceOverrides, 'priceOverrides');
     return spotZones === undefined ? priced : { ...priced, spot: spotInZones(priced.spot, spotZones) };
+  }
+
+  /** `overrides` without the per-type prices `listCatalog` refuses, each refused one warned about. */
+  private applicableOverrides(listCatalog: Catalog, overrides: PriceOverrides): PriceOverrides {
+    const refused = priceOverrideProblems(listCatalog, overrides);
+    if (refused.length === 0) return overrides;
+    // A field left with no price goes: an empty table is no override.
+    const without = (field: 'pricePerType' | 'spotPricePerType'): Record<string, number> | undefined => {
+      const left = new Set(refused.filter((p) => p.path[0] === field).map((p) => p.path[1]));
+      const kept = Object.entries(overrides[field] ?? {}).filter(([name]) => !left.has(name));
+      return kept.length === 0 ? undefined : Object.fromEntries(kept);
+    };
+    for (const p of refused)
+      this.deps.logger.warn(
+        `price refresh: priceOverrides.${p.path.join('.')} left out until its prices allow it: ${p.message}`,
+      );
+    const { pricePerType: _prices, spotPricePerType: _spotPrices, ...rest } = overrides;
+    const pricePerType = without('pricePerType');
+    const spotPricePerType = without('spotPricePerType');
+    return {
+      ...rest,
+      ...(pricePerType === undefined ? {} : { pricePerType }),
+      ...(spotPricePerType === undefined ? {} : { spotPricePerType }),
+    };
   }
 
   start(): void {

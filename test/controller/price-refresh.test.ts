@@ -266,6 +266,40 @@ describe('PriceRefresher with a controller on a manual clock', () => {
     expect(logger.warnings).toEqual([]);
   });
 
+  it('leaves out a spot override a refresh puts above its list price, and applies every other new price', async () => {
+    const pricing = scriptedPricing();
+    const applied: Catalog[] = [];
+    const logger = recordingLogger();
+    const listOf = (c: Catalog, type: string) => c.types.find((t) => t.name === type)?.costPerHour as number;
+    const c7iLarge = listOf(catalog, 'c7i.large');
+    const refresher = new PriceRefresher({
+      pricing,
+      regionCode: 'us-east-1',
+      initial: catalog,
+      // Just under today's list price: fine at start, above it once the list price halves.
+      priceOverrides: { discountPercent: 10, spotPricePerType: { 'c7i.large': c7iLarge * 0.9 } },
+      clock: rig().clock,
+      periodHours: 1,
+      logger,
+      apply: (c) => void applied.push(c),
+    });
+    const spotOf = (c: Catalog) => c.spot?.offerings.find((o) => o.typeName === 'c7i.large')?.pricePerHour;
+    expect(spotOf(refresher.catalog)).toBeCloseTo(c7iLarge * 0.9, 12);
+    pricing.factorOf = (t) => (t === 'c7i.large' ? 0.5 : t === 'c7i.xlarge' ? 2 : 1);
+    expect(await refresher.refreshNow()).toMatchObject({ ok: true });
+    const [refreshed] = applied as [Catalog];
+    // The other types' new prices, and the discount, reach the controller.
+    expect(c7iXlargeOf({ catalog: refreshed })).toBeCloseTo(0.357 * 0.9, 12);
+    expect(listOf(refreshed, 'c7i.large')).toBeCloseTo(c7iLarge * 0.5 * 0.9, 12);
+    // The stale spot price is not laid over the pools: the catalog's own spot price stays.
+    expect(spotOf(refreshed)).toBe(spotOf(catalog));
+    expect(logger.warnings).toEqual([
+      expect.stringMatching(
+        /^price refresh: priceOverrides\.spotPricePerType\.c7i\.large left out until its prices allow it: .* is above c7i\.large's on-demand list price/,
+      ),
+    ]);
+  });
+
   it('keeps the fleet zones after the overrides, so a spot price for a type with pools only elsewhere is no error', async () => {
     // p3.2xlarge is sold as spot only in us-east-1c; the fleet launches in us-east-1a and us-east-1b.
     const spot = catalog.spot as NonNullable<Catalog['spot']>;
