@@ -155,8 +155,8 @@ export class PriceRefresher {
   /**
    * The catalog as the controller plans with it: the overrides laid over it, then only the fleet's zones' pools. On a
    * refresh (`refreshed`), a per-type override the new prices refuse (a spot price now above its type's lowered list
-   * price, a type whose spot pools are gone) is left out of this catalog and said, rather than failing the refresh:
-   * one stale override must not keep every other type at its old price for good. At start the controller refused it.
+   * price) is left out of this catalog and said, rather than failing the refresh: one stale override must not keep
+   * every other type at its old price for good. At start the controller refused it.
    */
   private forController(listCatalog: Catalog, refreshed = false): Catalog {
     const { spotZones } = this.deps;
