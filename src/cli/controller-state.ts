@@ -13,6 +13,7 @@ import { SqliteStateStore } from '../controller/state/sqlite-state-store.js';
 import type { StateStore } from '../controller/state-store.js';
 import { parseListenAddress } from '../controller/api/server.js';
 import { ValidationError } from '../core/validation.js';
+import { listenError } from './listen-error.js';
 
 /**
  * Where `fleetwise controller` keeps its state, and what follows from it: a SQLite file in the state directory
@@ -105,6 +106,7 @@ async function becomeActive(
 ): Promise<void> {
   let term = elector.tryAcquire();
   if (term === undefined) {
+    // The same words for a bad --listen as the active controller's: whether the other box held the lease then is luck.
     const standby =
       listen === undefined
         ? undefined
@@ -112,6 +114,8 @@ async function becomeActive(
             ...parseListenAddress(listen),
             leadership: () => elector.view(),
             retryAfterSeconds: elector.settings.retrySeconds,
+          }).catch((e: unknown) => {
+            throw listenError(e, listen);
           });
     const view = elector.view();
     process.stdout.write(

@@ -201,6 +201,37 @@ describeWithPostgres('controllers on one PostgreSQL: starting on the lease', (pg
     expect(leaseOf(url)).toEqual({ holder: undefined, epoch: 2 });
   });
 
+  it('a standby that cannot bind its --listen says so as an active controller does', async () => {
+    const url = pg.server.createDatabase();
+    const stateDir = newStateDir('standby-port-taken');
+    const config = configFile('standby-port-taken', 'prod', LONG_LEASE);
+    const active = await startController(config, url, stateDir);
+    await until(
+      'the active controller',
+      () => active.output().includes('active with lease epoch 1'),
+      60_000,
+      active.output,
+    );
+    // The lease is held: the second controller waits as a standby, serving its health on the taken port.
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as AddressInfo).port;
+    try {
+      const standby = await startController(config, url, stateDir, { listen: `127.0.0.1:${port}` });
+      expect(await exitWithin(standby, 30_000), standby.output()).toEqual({ code: 1, signal: null });
+      expect(standby.output()).toContain(
+        `fleetwise: cannot serve the API on 127.0.0.1:${port}: the address is in use (another controller?); ` +
+          'choose another with --listen HOST:PORT',
+      );
+      // The active one is untouched.
+      expect(leaseOf(url).epoch).toBe(1);
+    } finally {
+      taken.close();
+      active.child.kill('SIGTERM');
+      await active.exited;
+    }
+  });
+
   it('a controller whose set-up fails after it took the lease (no Docker engine) gives it back at once', async () => {
     const url = pg.server.createDatabase();
     const stateDir = newStateDir('no-docker');

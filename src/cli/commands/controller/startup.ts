@@ -13,6 +13,7 @@ import type { PriceRefresher } from '../../../controller/price-refresh.js';
 import type { ControllerLogger } from '../../../controller/seams.js';
 import type { ControllerState } from '../../controller-state.js';
 import { API_URL_FILE } from '../../local-state.js';
+import { listenError } from '../../listen-error.js';
 import type { BuiltController } from './build-controller.js';
 import type { Fleet } from './provider-setup.js';
 
@@ -166,22 +167,4 @@ export function sharedObjectStoreWarning(
     `${config.objectStore}: a controller on another machine that takes over cannot read its checkpoints, build ` +
     `contexts or logs; every controller on one database must use the same s3:// object store (--object-store)`
   );
-}
-
-/** A bind failure as one line that says what to change. */
-function listenError(error: unknown, listen: string): Error {
-  const code = (error as NodeJS.ErrnoException).code;
-  if (code === 'EADDRINUSE')
-    return new Error(
-      `cannot serve the API on ${listen}: the address is in use (another controller?); choose another with --listen HOST:PORT`,
-    );
-  if (code === 'EACCES')
-    return new Error(
-      `cannot serve the API on ${listen}: permission denied (ports below 1024 need privileges); choose another with --listen HOST:PORT`,
-    );
-  if (code === 'EADDRNOTAVAIL')
-    return new Error(
-      `cannot serve the API on ${listen}: no such address on this machine; choose another with --listen HOST:PORT`,
-    );
-  return error instanceof Error ? error : new Error(String(error));
 }
