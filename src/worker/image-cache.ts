@@ -96,8 +96,9 @@ export class ImagePullError extends Error {
   constructor(
     readonly image: string,
     reason: string,
+    options?: ErrorOptions,
   ) {
-    super(`pulling image ${image} failed: ${reason}`);
+    super(`pulling image ${image} failed: ${reason}`, options);
     this.name = 'ImagePullError';
     this.outOfSpace = /no space left on device/i.test(reason);
   }
@@ -263,7 +264,14 @@ export class ImageCache {
   ensurePulled(image: string): Promise<string> {
     return this.once(image, async () => {
       if (await imageExists(this.docker, image)) return image;
-      const stream = await this.docker.pull(image);
+      let stream: NodeJS.ReadableStream;
+      try {
+        stream = await this.docker.pull(image);
+      } catch (e) {
+        // The engine refused the pull outright (an unknown registry, a missing digest): said as a pull of this image.
+        // The cause stays, so an engine that cannot be reached is still the host's fault (host-fault.ts).
+        throw new ImagePullError(image, e instanceof Error ? e.message.trim() : String(e), { cause: e });
+      }
       const result = await follow(this.docker, stream);
       if (result.error !== undefined || !(await imageExists(this.docker, image)))
         throw new ImagePullError(image, result.error ?? 'not present after the pull');

@@ -19,7 +19,14 @@ import {
   TASK_LABEL,
 } from '../../src/worker/executors/docker.js';
 import { prepareHostPaths } from '../../src/worker/executors/task-host-paths.js';
-import { buildTag, hashBuildContext, ImageBuildError, ImageCache } from '../../src/worker/image-cache.js';
+import {
+  buildTag,
+  hashBuildContext,
+  ImageBuildError,
+  ImageCache,
+  ImagePullError,
+} from '../../src/worker/image-cache.js';
+import { hostFaultOf } from '../../src/worker/host-fault.js';
 import { ProgressTracker } from '../../src/worker/progress.js';
 import { persistTask } from '../../src/worker/task-record.js';
 import { BASE_IMAGE, describeWithDocker } from '../helpers/dockerd.js';
@@ -69,6 +76,12 @@ describe('docker executor: pure parts', () => {
     expect(withGpu.Env).toContain('FLEETWISE_RESTORE=1');
     expect(executor.containerSpec(launch(0), 'img').HostConfig?.DeviceRequests).toBeUndefined();
     expect(withGpu.HostConfig?.NetworkMode).toBe('bridge');
+    // Memory and swap together at the demand, no swap on top; never under the 6 MiB the engine takes at least.
+    expect(withGpu.HostConfig).toMatchObject({ Memory: 2 * 1024 ** 3, MemorySwap: 2 * 1024 ** 3 });
+    const tiny = executor.containerSpec({ ...launch(0), memoryGiB: 0.004 }, 'img').HostConfig;
+    expect(tiny).toMatchObject({ Memory: 6 * 1024 ** 2, MemorySwap: 6 * 1024 ** 2 });
+    const unlimited = executor.containerSpec({ ...launch(0), memoryGiB: 0 }, 'img').HostConfig;
+    expect(unlimited?.Memory).toBeUndefined();
   });
 
   it('demultiplexes Docker log frames and passes TTY output through', () => {
@@ -182,6 +195,18 @@ describeWithDocker('docker executor against a real dockerd', (engine) => {
       contentHash: await hashBuildContext(ctx),
     });
     expect((await engine.docker.getImage(tag).inspect()).Config.Labels?.['lower']).toBe('yes');
+  });
+
+  it('names the image and the pull when the engine refuses a pull outright', async () => {
+    const cache = new ImageCache(engine.docker);
+    // A registry nothing listens on: the engine answers the pull request itself with an error.
+    const error = await cache.ensurePulled('127.0.0.1:1/team/trainer:2.1').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ImagePullError);
+    expect((error as Error).message).toMatch(
+      /^pulling image 127\.0\.0\.1:1\/team\/trainer:2\.1 failed: \S.*\S$/s,
+    );
+    // Not the host's fault: the job's image is wrong, not the engine.
+    expect(hostFaultOf(error)).toBeUndefined();
   });
 
   it('reports a failing build with the daemon message', async () => {

@@ -50,6 +50,11 @@ export const CONTAINER_CHECKPOINT_DIR = '/fleetwise/checkpoint';
 export const CONTAINER_PROGRESS_FILE = '/fleetwise/progress';
 
 const GIB = 1024 ** 3;
+/**
+ * Docker refuses a memory limit below 6 MiB (every start would fail with a 400). A smaller demand (a tiny task, or a
+ * demand scaled down to a local instance's size) is given the least limit the engine takes.
+ */
+const DOCKER_MIN_MEMORY_BYTES = 6 * 1024 ** 2;
 /** Docker's zero time for "never started/finished". */
 const ZERO_TIME = '0001-01-01T00:00:00Z';
 
@@ -314,9 +319,7 @@ export class DockerExecutor implements Executor {
         NanoCpus: Math.round(launch.vcpus * 1e9),
         // MemorySwap is memory and swap together: equal to Memory, no swap on top, so a task on a host with swap
         // cannot use twice its limit (Docker's default) where its instance type was chosen for the limit.
-        ...(launch.memoryGiB > 0
-          ? { Memory: Math.round(launch.memoryGiB * GIB), MemorySwap: Math.round(launch.memoryGiB * GIB) }
-          : {}),
+        ...(launch.memoryGiB > 0 ? memoryLimit(launch.memoryGiB) : {}),
         ...(launch.shmSizeGiB > 0 ? { ShmSize: Math.round(launch.shmSizeGiB * GIB) } : {}),
         ...(launch.gpus > 0
           ? { DeviceRequests: [{ Driver: 'nvidia', Count: launch.gpus, Capabilities: [['gpu']] }] }
@@ -542,4 +545,10 @@ export function launchedOfLabels(
     checkpointTimeoutSeconds: number(TIMEOUT_LABEL),
     totalIterations: number(TOTAL_LABEL),
   });
+}
+
+/** Memory and MemorySwap for a demand of `memoryGiB` (> 0), at least the engine's minimum. */
+function memoryLimit(memoryGiB: number): { readonly Memory: number; readonly MemorySwap: number } {
+  const bytes = Math.max(DOCKER_MIN_MEMORY_BYTES, Math.round(memoryGiB * GIB));
+  return { Memory: bytes, MemorySwap: bytes };
 }
