@@ -59,6 +59,23 @@ export async function newestAmazonLinuxAmi(client: EC2Client): Promise<string | 
 }
 
 /**
+ * An AMI given (`--ami`, `ec2.amiId`) that EC2 does not have is refused at start, naming it: every launch would fail
+ * with it, retried for as long as the controller runs while its jobs wait.
+ */
+async function checkAmi(client: EC2Client, amiId: string, region: string): Promise<void> {
+  let images;
+  try {
+    images = await client.send(new DescribeImagesCommand({ ImageIds: [amiId] }));
+  } catch (e) {
+    if (awsErrorCode(e)?.startsWith('InvalidAMIID') === true)
+      throw new ValidationError('ec2.amiId', [`${amiId}: ${(e as Error).message}`]);
+    throw e;
+  }
+  if (!(images.Images ?? []).some((i) => i.ImageId === amiId))
+    throw new ValidationError('ec2.amiId', [`${amiId}: no such image in ${region}`]);
+}
+
+/**
  * Each subnet's availability zone, as EC2 describes it; a subnet it does not know is absent, or refused by EC2 itself
  * (InvalidSubnetID.NotFound, naming it), which is then a problem of `field`.
  */
@@ -192,6 +209,7 @@ export async function discoverEc2Settings(
   // Two ways of saying where instances go: taking one would silently drop the other.
   if (request.placements !== undefined && request.subnetIds !== undefined)
     throw new ValidationError('ec2', ['give either ec2.placements or ec2.subnetIds (--subnets), not both']);
+  if (request.amiId !== undefined) await checkAmi(client, request.amiId, request.region);
   const amiId = request.amiId ?? (await newestAmazonLinuxAmi(client));
   if (amiId === undefined)
     throw new ValidationError('ec2.amiId', [

@@ -78,6 +78,14 @@ describeWithMoto(
       });
     });
 
+    it('refuses an AMI EC2 does not have, naming it, before any launch could fail with it', async () => {
+      const e = await problemOf(
+        discoverEc2Settings(client, { region: TEST_REGION, amiId: 'ami-0123456789abcdef0' }),
+      );
+      expect(e.source).toBe('ec2.amiId');
+      expect(e.problems).toEqual([expect.stringMatching(/^ami-0123456789abcdef0: /)]);
+    });
+
     it('places instances in the zones of the given subnets, in the order given', async () => {
       const found = await discover({
         subnetIds: [subnetB, subnetA],
