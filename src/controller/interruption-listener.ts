@@ -8,7 +8,8 @@ export interface InterruptionListenerDeps {
   readonly source: InterruptionEventSource;
   /**
    * The controller's reaction (Controller.interruptionFromQueue): false when nothing changed (already acted on, or
-   * not an instance of the cluster, which the controller logs). A throw (the store briefly unavailable) leaves that message on the queue for redelivery.
+   * not an instance of the cluster, which the controller logs). A throw (the store briefly unavailable) leaves that
+   * message on the queue for redelivery.
    */
   readonly handle: (cloudInstanceId: string, report: Omit<InterruptionReport, 'source'>) => boolean;
   readonly log: ControllerLogger;

@@ -145,7 +145,10 @@ function withQueueWaits(plan: Plan, queue: QueueDecision, caps: QueueCaps): Plan
   return { ...plan, decision: { ...plan.decision, waiting: [...plan.decision.waiting, ...waits] } };
 }
 
-/** The jobs admission kept out, as decision `waiting` entries (`queue small: class-share, position 2`, the cap's name apart). */
+/**
+ * The jobs admission kept out, as decision `waiting` entries (`queue small: class-share, position 2`, the cap's name
+ * apart).
+ */
 function queueWaits(queue: QueueDecision, caps: QueueCaps): WaitingEntry[] {
   const position = new Map<string, number>();
   for (const ids of queue.queues.values()) ids.forEach((id, i) => position.set(id, i + 1));

@@ -32,7 +32,8 @@ describe('a job restored as ended from the job archive', () => {
   it('ends its tasks with it: none left pending, a placed one asked to stop, its pending start failed', async () => {
     const box = new RestoreCluster(scratch);
     await box.submit('waits'); // job-1: queued in the backup, cancelled after it
-    await box.submit('queued-then-ran', jobSpec('queued-then-ran', CPU_SMALL, { replicas: 2 })); // job-2: queued, then ran and succeeded
+    // job-2: queued, then ran and succeeded
+    await box.submit('queued-then-ran', jobSpec('queued-then-ran', CPU_SMALL, { replicas: 2 }));
     // job-3: starting in the backup, one task on its instance and a start there still to do; it failed after.
     const gang = await box.submit('gang', jobSpec('gang', CPU_SMALL, { replicas: 2 }));
     const inst = box.state.createInstance({ typeName: 'c7i.2xlarge' });

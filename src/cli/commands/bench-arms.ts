@@ -187,7 +187,8 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
 
   const total = armsRunCount(input, plan);
   const parallel = o.parallel ?? defaultParallelism(total);
-  // Its progress cannot fail it (a reader of `2>&1 | head` gone), and however it exits no other build's run outlives it.
+  // Its progress cannot fail it (a reader of `2>&1 | head` gone), and however it exits no other build's run
+  // outlives it.
   ignoreStderrErrors();
   process.on('exit', killBuildRunsNow);
   const progress = batchProgress(total, 'bench arms', 'runs');

@@ -1,6 +1,6 @@
 /**
- * What the long benchmarks (`bench controller`, `bench costs`, `bench arms`) share about their own process: progress lines on stderr
- * that cannot fail the benchmark, and the signals that stop it.
+ * What the long benchmarks (`bench controller`, `bench costs`, `bench arms`) share about their own process: progress
+ * lines on stderr that cannot fail the benchmark, and the signals that stop it.
  */
 
 /** The signals a benchmark stops on in order, ending what it started: Ctrl-C, `timeout`, a terminal that hung up. */
