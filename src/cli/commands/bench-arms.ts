@@ -37,6 +37,7 @@ import { formatTable } from '../table.js';
 import { flagProblems, numberText, positiveInteger } from './sim-flags.js';
 import { parseSimulateArgs } from './simulate.js';
 import { simulationPlan, type SimulationPlan } from './simulate-plan.js';
+import { SIMULATE_OPTIONS_SOURCE } from './simulate-options.js';
 
 /**
  * `fleetwise bench arms`: its flags (read in bench/arms-flags.ts), what it runs (bench/arms-plan.ts, with simulate's
@@ -88,7 +89,9 @@ export function checkedSimulatePlan(args: readonly string[], source: string): Si
   try {
     return simulationPlan(parsed);
   } catch (e) {
-    if (e instanceof ValidationError) throw new ValidationError(source, e.problems);
+    // A file's or a flag's own problems keep their name (the file, with its lines).
+    if (e instanceof ValidationError && e.source === SIMULATE_OPTIONS_SOURCE)
+      throw new ValidationError(source, e.problems);
     throw e;
   }
 }

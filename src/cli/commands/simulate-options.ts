@@ -195,12 +195,15 @@ export function parseQuotaFlags(
   return quotas;
 }
 
+/** What a flag value simulate refuses is named by, when no file or flag of its own names it. */
+export const SIMULATE_OPTIONS_SOURCE = 'fleetwise simulate options';
+
 /** The command's options validated: the schedulers named, the trace's format, every flag as its value. */
 export function parseSimulateOptions(raw: RawSimulateOptions) {
   const { scheduler, ...rest } = raw;
   const schedulers = parseSchedulerList(scheduler);
   const parsed = optionsSchema.safeParse(rest);
-  if (!parsed.success) throw new ValidationError('fleetwise simulate options', flagProblems(parsed.error));
+  if (!parsed.success) throw new ValidationError(SIMULATE_OPTIONS_SOURCE, flagProblems(parsed.error));
   const o = parsed.data;
   const format = o.format ?? inferFormat(o.trace);
   return { ...o, format, schedulers };
