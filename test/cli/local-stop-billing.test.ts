@@ -7,9 +7,9 @@ import { stopLocalFleet } from '../../src/cli/local-fleet-stop.js';
 import { loadCatalogFile } from '../../src/cloud/catalog-file.js';
 import { LocalProvider } from '../../src/cloud/local/local-provider.js';
 import { WORKER_EXIT_FILE } from '../../src/protocol/worker-exit.js';
-import { isWorkerOf, ProcessWorkerSpawner } from '../../src/cloud/local/worker-spawner.js';
-import { ProcessExecutor } from '../../src/worker/executors/process.js';
+import { isWorkerOf } from '../../src/cloud/local/worker-spawner.js';
 import { killProcessGroups } from '../helpers/processes-under.js';
+import { fakeProcessWorkerSpawner } from '../helpers/fake-worker-spawner.js';
 
 /**
  * Stopping local mode ends each instance when its own worker exited, not when the slowest worker is done: a local
@@ -46,13 +46,7 @@ function providerOn(stateDir: string): LocalProvider {
     stateFile: join(stateDir, 'local-instances.json'),
     instancesDir: join(stateDir, 'instances'),
     catalog: loadCatalogFile(),
-    spawner: new ProcessWorkerSpawner({
-      controllerUrl: 'http://127.0.0.1:9',
-      launchSecretKey: 'unused-key',
-      executorKind: 'process',
-      executorFor: (dir) => new ProcessExecutor({ stateDir: join(dir, 'executor') }),
-      main: FAKE_WORKER,
-    }),
+    spawner: fakeProcessWorkerSpawner(FAKE_WORKER),
   });
 }
 

@@ -9,12 +9,12 @@ import {
 } from '../../src/cloud/local/local-provider.js';
 import { WORKER_EXIT_FILE } from '../../src/protocol/worker-exit.js';
 import { LocalInstanceFile } from '../../src/cloud/local/instance-file.js';
-import { ProcessWorkerSpawner } from '../../src/cloud/local/worker-spawner.js';
 import { TAG_CLUSTER, TAG_LAUNCH_TOKEN } from '../../src/cloud/provider.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
 import { table3Catalog } from '../helpers/catalogs.js';
 import { cloudProviderContract } from './provider-contract.js';
 import { killProcessGroups } from '../helpers/processes-under.js';
+import { fakeProcessWorkerSpawner } from '../helpers/fake-worker-spawner.js';
 
 /**
  * The local provider with the real process spawner: its "worker" is a stand-in script (the spawner runs
@@ -73,15 +73,7 @@ class CountingSpawner implements WorkerSpawner {
 }
 
 function provider(dir: string, goneGraceMs?: number): { provider: LocalProvider; spawner: CountingSpawner } {
-  const spawner = new CountingSpawner(
-    new ProcessWorkerSpawner({
-      controllerUrl: 'http://127.0.0.1:9',
-      launchSecretKey: 'unused-key',
-      executorKind: 'process',
-      executorFor: (instanceDir) => new ProcessExecutor({ stateDir: join(instanceDir, 'executor') }),
-      main: FAKE_WORKER,
-    }),
-  );
+  const spawner = new CountingSpawner(fakeProcessWorkerSpawner(FAKE_WORKER));
   return {
     provider: new LocalProvider({
       stateFile: join(dir, 'local-instances.json'),

@@ -3,12 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { LocalProvider } from '../../../src/cloud/local/local-provider.js';
-import { ProcessWorkerSpawner } from '../../../src/cloud/local/worker-spawner.js';
 import { LOCAL_DEFAULTS } from '../../../src/controller/config-loading.js';
-import { ProcessExecutor } from '../../../src/worker/executors/process.js';
 import { table3Catalog } from '../../helpers/catalogs.js';
 import { killProcessGroups } from '../../helpers/processes-under.js';
 import { pidAlive } from '../../helpers/local-controller.js';
+import { fakeProcessWorkerSpawner } from '../../helpers/fake-worker-spawner.js';
 
 /**
  * The grace a local worker killed without a word gets (to be started again) against the local heartbeat timeout, at
@@ -38,13 +37,7 @@ it('closes a SIGKILLed local worker’s instance, dated when first seen gone, at
     instancesDir: join(tmp, 'instances'),
     catalog: table3Catalog(),
     nowMs: () => clockMs,
-    spawner: new ProcessWorkerSpawner({
-      controllerUrl: 'http://127.0.0.1:9',
-      launchSecretKey: 'unused-key',
-      executorKind: 'process',
-      executorFor: (dir) => new ProcessExecutor({ stateDir: join(dir, 'executor') }),
-      main: FAKE_WORKER,
-    }),
+    spawner: fakeProcessWorkerSpawner(FAKE_WORKER),
   });
   const request = (token: string) => ({
     typeName: 'c.x',
