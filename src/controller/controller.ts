@@ -28,7 +28,8 @@ import type { SpotInterruptions, InterruptionReport } from './spot-interruptions
 import type { ProgressSummary } from './reconciler.js';
 import type { WrittenReport } from './reports.js';
 import type { ReportWriter } from './report-writer.js';
-import type { RoundOutcome } from './round-recorder.js';
+import type { RoundOutcome, RoundRecorder } from './round-recorder.js';
+import type { WaitingEntry } from '../scheduler/types.js';
 import type { RoundSchedule } from './round-schedule.js';
 import type { SchedulerState, ControllerScheduler } from './scheduler-state.js';
 import { silentLogger, type ControllerLogger } from './seams.js';
@@ -109,6 +110,7 @@ export class Controller implements ControllerService {
   private readonly passes: ControllerPasses;
   private readonly schedule: RoundSchedule;
   private readonly monitor: LoopMonitor;
+  private readonly rounds: RoundRecorder;
 
   /** How the workers run tasks, when known (ControllerDeps.executor). */
   private readonly executor: ExecutorKind | undefined;
@@ -142,6 +144,8 @@ export class Controller implements ControllerService {
     });
     this.schedule = parts.schedule;
     this.monitor = parts.monitor;
+    this.rounds = parts.rounds;
+
     this.schedulerState = parts.schedulerState;
     this.admission = parts.admission;
     this.orphans = parts.orphans;
@@ -372,6 +376,14 @@ export class Controller implements ControllerService {
   /** The round trips the workers measured between instances (none without workers that probe). */
   latency(): LatencyMatrixView {
     return this.workers?.latencyView?.() ?? { pairs: [], probes: [] };
+  }
+
+  /**
+   * The jobs the latest round kept waiting (a cap, a class share): this process's latest round, planned or idle, or
+   * after a restart the latest recorded one.
+   */
+  latestWaiting(): readonly WaitingEntry[] {
+    return this.rounds.latestWaiting() ?? this.store.latestRound()?.decision.waiting ?? [];
   }
 
   /** What the scheduler learned of co-location (Eva §4.4); undefined when it learns none (a baseline). */

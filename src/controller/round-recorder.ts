@@ -4,7 +4,7 @@ import { type Admission, type PreemptionVictim, type QueueDecision } from '../qu
 import { runRound, waitingCapName, type PlannedRound } from '../round/round.js';
 import type { Action, ConfigurationDiff } from '../scheduler/actions.js';
 import { plannedPricePerHour } from '../scheduler/market-choice.js';
-import type { Configuration, DecisionRecord } from '../scheduler/types.js';
+import type { Configuration, DecisionRecord, WaitingEntry } from '../scheduler/types.js';
 import { admissionInfo } from './admission-info.js';
 import type { AdmissionStateKeeper } from './admission-state.js';
 import type { Clock } from './clock.js';
@@ -73,7 +73,18 @@ export interface RoundRecorderDeps {
  * learned state saved.
  */
 export class RoundRecorder {
+  /**
+   * The jobs the latest round kept waiting, planned or not (in memory). A round with nothing to plan records no round,
+   * so the recorded round alone would keep showing waits that round ended, and none it began.
+   */
+  private latestWaits: readonly WaitingEntry[] | undefined;
+
   constructor(private readonly deps: RoundRecorderDeps) {}
+
+  /** The jobs the latest round of this process kept waiting; undefined before its first round. */
+  latestWaiting(): readonly WaitingEntry[] | undefined {
+    return this.latestWaits;
+  }
 
   /** Snapshot → the round (round/round.ts) → record → intents, synchronously (no other write can interleave). */
   planAndRecord(reason: string): Omit<RoundOutcome, 'sync' | 'progress'> {
@@ -100,7 +111,8 @@ export class RoundRecorder {
     const planned = outcome.planned;
     if (planned === undefined) {
       // Kept waiting all the same (a job over a cap alone, on an idle cluster): counted as a planned round counts it.
-      for (const w of outcome.idleWaits ?? []) this.deps.metrics?.countCapHit(waitingCapName(w));
+      this.latestWaits = outcome.idleWaits ?? [];
+      for (const w of this.latestWaits) this.deps.metrics?.countCapHit(waitingCapName(w));
       this.deps.queueViews.record(views, undefined);
       // Nothing to plan (only jobs the caps never admit, no instance) is still a world to predict: a job back in the
       // queue that can no longer fit keeps no ETA of the fleet it ran on.
@@ -111,6 +123,7 @@ export class RoundRecorder {
     }
     const { plan, victims, capViolation } = planned;
     // Every job a cap or the queue kept waiting this round, under the cap's name (the queue's line names a position).
+    this.latestWaits = plan.decision.waiting;
     for (const w of plan.decision.waiting) this.deps.metrics?.countCapHit(waitingCapName(w));
     const result =
       this.deps.settings.dryRun || capViolation !== undefined

@@ -5,7 +5,7 @@ import type { MarketWorkAtRisk } from '../../src/controller/work-at-risk.js';
 import type { RoundInput } from '../../src/controller/state-store.js';
 import type { WaitingEntry } from '../../src/scheduler/types.js';
 import { FakeControllerService } from './api-fake-service.js';
-import { jobSpec, MEM_BIG, rig } from './controller-fixtures.js';
+import { GPU_ONE, jobSpec, MEM_BIG, rig } from './controller-fixtures.js';
 
 /** The scrape-time gauges of /metrics, read from a fake service's store. */
 
@@ -83,6 +83,7 @@ describe('/metrics gauges', () => {
 
   it('labels the jobs waiting on a cap by the cap’s name, one series whatever their queue positions', async () => {
     const service = new FakeControllerService();
+    for (let i = 1; i <= 6; i++) service.submit(jobSpec(`j${i}`, MEM_BIG), 'research');
     service.store.recordRound(
       roundWaiting([
         { jobId: 'job-2', cap: 'queue all: caps, position 1', capName: 'maxInstances' },
@@ -101,6 +102,21 @@ describe('/metrics gauges', () => {
       'fleetwise_jobs_waiting_on_cap{cap="maxInstances"} 2',
       'fleetwise_jobs_waiting_on_cap{cap="queue large: caps"} 1',
     ]);
+  });
+
+  it('counts a job kept waiting by a round with nothing to plan, and no longer once it ended', async () => {
+    const r = rig({ caps: { maxCostPerHour: 1 } });
+    const registry = storeGaugeRegistry(r.controller);
+    const waitingSeries = async (): Promise<string[]> =>
+      (await registry.metrics()).split('\n').filter((l) => l.startsWith('fleetwise_jobs_waiting_on_cap{'));
+    // A job no $/hour cap of 1 admits (a GPU instance costs more), alone: the round plans nothing and records none.
+    const gpu = r.controller.submit(jobSpec('gpu', GPU_ONE), 'research');
+    await r.controller.runRound('test');
+    expect(r.store.latestRound()).toBeUndefined();
+    expect(await waitingSeries()).toEqual(['fleetwise_jobs_waiting_on_cap{cap="maxCostPerHour"} 1']);
+    // Cancelled, it waits no more: no round has run since, and none needs to for the gauge to say so.
+    r.controller.cancel(gpu.id);
+    expect(await waitingSeries()).toEqual([]);
   });
 
   it('a cap holding jobs in the queue is named in the round and counted in caps_hit_total under that name', async () => {

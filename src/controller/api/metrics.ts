@@ -11,6 +11,7 @@ import type { ApiControllerService } from './routing.js';
 import { instanceMarket } from '../instance-market.js';
 import { NO_INSTANCE_TYPE } from '../../queue/admission-views.js';
 import { hasAnyCap, type QueueCaps } from '../../queue/caps.js';
+import { isFinalJobState } from '../state/lifecycle.js';
 
 /** The rules a controller ends jobs as failed by (every JobRule: the compiler checks the list is whole). */
 const JOB_RULES = Object.keys({ 'run-limit': true, dependency: true } satisfies Record<
@@ -265,8 +266,12 @@ export function storeGaugeRegistry(service: ApiControllerService): Registry {
     registers: [registry],
     collect() {
       this.reset();
-      for (const w of service.store.latestRound()?.decision.waiting ?? [])
-        this.inc({ cap: waitingCapName(w) });
+      const waiting = service.latestWaiting?.() ?? service.store.latestRound()?.decision.waiting ?? [];
+      // A job ended since (cancelled while it waited) waits no more, though no round has run to say so.
+      for (const w of waiting) {
+        const job = service.store.getJob(w.jobId);
+        if (job !== undefined && !isFinalJobState(job.state)) this.inc({ cap: waitingCapName(w) });
+      }
     },
   });
   new Gauge({

@@ -13,6 +13,7 @@ import type { LeadershipView } from '../ha/leader-elector.js';
 import type { JobRecord } from '../state-store.js';
 import type { ArchivedSubmissionKey } from '../backup/job-archive.js';
 import type { LoopHealth } from '../loop-health.js';
+import type { WaitingEntry } from '../../scheduler/types.js';
 import type { Principal, RouteAccess } from './auth.js';
 import { NO_QUERY_PARAMETERS, type QueryParameters } from './query.js';
 import { bodyOf } from './body.js';
@@ -67,6 +68,8 @@ export interface ApiControllerService extends ControllerService {
   markUnsuccessful?(jobId: string, options: { readonly stage?: number; readonly reason?: string }): JobRecord;
   /** Whether the control loop makes progress (`/healthz` answers 503 when it is stuck). */
   loopHealth?(): LoopHealth;
+  /** The jobs the latest round kept waiting, planned or not; without it, the latest recorded round's. */
+  latestWaiting?(): readonly WaitingEntry[];
 }
 
 export interface ApiContext {
