@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  GONE_GRACE_MS,
+  goneGraceWithin,
   LocalProvider,
   type LocalInstance,
   type WorkerSpawner,
@@ -409,5 +411,22 @@ describe('local provider (real worker processes)', () => {
     writeFileSync(join(dir, 'local-instances.json'), '{"version": 1, "instances": [{"instanceId": 3}]}');
     await expect(provider(dir).provider.list('alpha')).rejects.toThrow(/local-instances\.json/);
     await expect(provider(dir).provider.launch(request('r-3'))).rejects.toThrow(/instances\.0\.instanceId/);
+  });
+});
+
+describe('goneGraceWithin', () => {
+  it('keeps the whole grace at the local defaults and shrinks it to end inside a shorter heartbeat timeout', () => {
+    // 10 s timeout, 1 s heartbeats, 2 s poll: 10 − 1 − 2 × 2 − 1 = 4 s left, over the 3 s grace.
+    expect(goneGraceWithin({ heartbeatSeconds: 1, heartbeatTimeoutSeconds: 10, pollSeconds: 2 })).toBe(
+      GONE_GRACE_MS,
+    );
+    // 7 s: 1 s left, the grace shrinks to it.
+    expect(goneGraceWithin({ heartbeatSeconds: 1, heartbeatTimeoutSeconds: 7, pollSeconds: 2 })).toBe(1_000);
+    // 5 s: nothing left, no grace: the first poll that sees the worker gone closes its instance.
+    expect(goneGraceWithin({ heartbeatSeconds: 1, heartbeatTimeoutSeconds: 5, pollSeconds: 2 })).toBe(0);
+    // EC2-like timing (60 s timeout, 15 s heartbeats and polls): the whole grace.
+    expect(goneGraceWithin({ heartbeatSeconds: 15, heartbeatTimeoutSeconds: 60, pollSeconds: 15 })).toBe(
+      GONE_GRACE_MS,
+    );
   });
 });

@@ -70,13 +70,29 @@ export interface WorkerSpawner {
 }
 
 /**
- * A worker that died without recording its exit is waited for this long before its instance is closed: time for a
- * supervisor to start it again (its saved credential registers it anew). It must end well inside the local heartbeat
- * timeout (10 s, at 1 s heartbeats): a pass replaces silent workers before it lists the instances, so an instance
- * still in its grace at the timeout is taken for a silent worker, its process death unsaid. At the local 2 s poll, a
- * killed worker is seen gone at most 3 s after its last heartbeat, and closed by the first poll 3 s later: by 8 s.
+ * A worker that died without recording its exit is waited for at most this long before its instance is closed: time
+ * for a supervisor to start it again (its saved credential registers it anew). It must end well inside the heartbeat
+ * timeout (goneGraceWithin): a pass replaces silent workers before it lists the instances, so an instance still in its
+ * grace at the timeout is taken for a silent worker, its process death unsaid. At the local defaults (1 s heartbeats,
+ * a 10 s timeout, a 2 s poll), a killed worker is seen gone at most 3 s after its last heartbeat, and closed by the
+ * first poll 3 s later: by 8 s.
  */
 export const GONE_GRACE_MS = 3_000;
+
+/**
+ * The gone-worker grace that ends inside a heartbeat timeout: a killed worker is seen gone at most one heartbeat and
+ * one poll after its last heartbeat, and closed at most a poll after its grace, so the grace is what the timeout leaves
+ * of those, less a second's margin, and never over GONE_GRACE_MS. A timeout too short for any grace gets none: the
+ * worker is then closed at the first poll that sees it gone.
+ */
+export function goneGraceWithin(timing: {
+  readonly heartbeatSeconds: number;
+  readonly heartbeatTimeoutSeconds: number;
+  readonly pollSeconds: number;
+}): number {
+  const leftSeconds = timing.heartbeatTimeoutSeconds - timing.heartbeatSeconds - 2 * timing.pollSeconds - 1;
+  return Math.max(0, Math.min(GONE_GRACE_MS, Math.floor(leftSeconds * 1000)));
+}
 
 /** Tasks an ended instance left running are tried again at most this often (each try may wait on a slow engine). */
 export const TASK_STOP_RETRY_MS = 60_000;

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import type { Catalog } from '../../../core/catalog.js';
 import type { CloudProvider } from '../../../cloud/provider.js';
-import { LocalProvider } from '../../../cloud/local/local-provider.js';
+import { goneGraceWithin, LocalProvider } from '../../../cloud/local/local-provider.js';
 import { describeLocalCapacity, hostCapacity } from '../../../cloud/local/host-capacity.js';
 import { ExternalWorkerSpawner, ProcessWorkerSpawner } from '../../../cloud/local/worker-spawner.js';
 import { parseListenAddress } from '../../../controller/api/server.js';
@@ -102,6 +102,12 @@ async function setUpLocalFleet({
     stateFile: join(config.stateDir, LOCAL_INSTANCES_FILE),
     instancesDir: join(config.stateDir, 'instances'),
     catalog,
+    // Inside the heartbeat timeout as configured, so a killed worker is said to be gone, not silent.
+    goneGraceMs: goneGraceWithin({
+      heartbeatSeconds: config.workerHeartbeatSeconds,
+      heartbeatTimeoutSeconds: config.workerHeartbeatTimeoutSeconds,
+      pollSeconds: config.pollSeconds,
+    }),
     spawner:
       env[EXTERNAL_WORKERS_ENV] === '1'
         ? new ExternalWorkerSpawner()
