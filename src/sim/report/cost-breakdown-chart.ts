@@ -3,7 +3,7 @@ import { fmt } from '../../report/chart.js';
 import { COST_PARTS, type CostPart } from '../../world/cost-ledger.js';
 import type { RunResult } from '../../world/run-result.js';
 import { AXIS_NAME, SMALL_CHAR_WIDTH, WIDTH, type ReportChart } from './chart-kit.js';
-import { money, one } from './format.js';
+import { one, smallMoney } from './format.js';
 
 /** Each part's name in the legend and its colour: work in greens, overheads in ambers, waste in greys and red. */
 const PARTS: Readonly<Record<CostPart, { readonly label: string; readonly color: string }>> = {
@@ -63,16 +63,9 @@ function legendEntries(labels: readonly string[]): { legend: LegendComponentOpti
   return { legend, rows: rows.length };
 }
 
-/**
- * Dollars as the chart's tips show them: to the cent from $1 up, as the summary tables do, and to three significant
- * digits below, so the parts of a small run (tenths of a cent) read as what they are, not $0.00.
- */
+/** Dollars as the chart's tips show them (smallMoney): the parts of a small run read as what they are, not $0.00. */
 export function partDollars(x: number): string {
-  if (!Number.isFinite(x)) return '–';
-  if (x === 0 || Math.abs(x) >= 1) return `$${money(x)}`;
-  const digits = Math.min(8, 2 - Math.floor(Math.log10(Math.abs(x))));
-  // Zeros past the cents that only the third significant digit put there (0.00410 → 0.0041, 0.0900 → 0.09).
-  return `$${x.toFixed(digits).replace(/(\.\d{2}\d*?)0+$/, '$1')}`;
+  return Number.isFinite(x) ? `$${smallMoney(x)}` : '–';
 }
 
 /** A bar part's tip: the run, the part, its dollars and its share of the run's bill. */

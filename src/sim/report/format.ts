@@ -20,6 +20,19 @@ export const money = fixed(2);
 export const three = fixed(3);
 export const one = fixed(1);
 export const integer = fixed(0);
+
+/**
+ * Dollars to the cent from $1 up, as `money` prints them, and to three significant digits below, so small amounts
+ * (tenths of a cent) read as what they are, not 0.00.
+ */
+export function smallMoney(x: number): string {
+  if (!Number.isFinite(x)) return '–';
+  if (x === 0 || Math.abs(x) >= 1) return money(x);
+  const digits = Math.min(8, 2 - Math.floor(Math.log10(Math.abs(x))));
+  // Zeros past the cents that only the third significant digit put there (0.00410 → 0.0041, 0.0900 → 0.09).
+  return x.toFixed(digits).replace(/(\.\d{2}\d*?)0+$/, '$1');
+}
+
 const percent = (v: number | null): string => (v === null ? '–' : `${one(100 * v)}%`);
 
 /** Utilization columns are extras of the report (not in RunSummary): time-weighted allocated ÷ provisioned. */
@@ -227,7 +240,7 @@ export const START_COLUMNS: readonly SummaryColumn[] = [
     description:
       "Σ over multi-task starts and tasks of (job start − task ready) × the task's share of its instance's $/h: paid capacity idling at the barrier.",
     numeric: true,
-    cell: (r) => orDash(one)(r.starts?.barrierIdleCost),
+    cell: (r) => orDash(smallMoney)(r.starts?.barrierIdleCost),
   },
   {
     header: 'wait to place s',

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FLEET_COLUMNS, SPOT_COLUMNS, summaryTextTable } from '../../../src/sim/report/format.js';
+import { FLEET_COLUMNS, smallMoney, SPOT_COLUMNS, summaryTextTable } from '../../../src/sim/report/format.js';
 import { withNormalizedCosts } from '../../../src/sim/report/normalize.js';
 import {
   jctCdf,
@@ -84,7 +84,26 @@ describe('terminal summary tables', () => {
       'Fleet',
     ]);
     expect(table(text, 'Spot')[3]).toMatch(/^no-packing\s+4\s+1\.500\s+75\.0%$/);
-    expect(table(text, 'Multi-task starts')[3]).toMatch(/^no-packing\s+12\.0\s+3\.3\s+90\.0$/);
+    // Barrier-idle dollars to the cent, as every money column prints them.
+    expect(table(text, 'Multi-task starts')[3]).toMatch(/^no-packing\s+12\.0\s+3\.25\s+90\.0$/);
+    // A small run's barrier-idle cost is a fraction of a cent, not 0.0 beside a non-zero start skew.
+    const small = { ...spot, starts: { ...spot.starts, barrierIdleCost: 0.004553275 } };
+    expect(table(summaryTextTable([small]), 'Multi-task starts')[3]).toMatch(
+      /^no-packing\s+12\.0\s+0\.00455\s+90\.0$/,
+    );
+  });
+
+  it('prints small dollar amounts to three significant digits and larger ones to the cent', () => {
+    expect([0, 0.004553275, 0.09, 0.5, 1, 1234.567, -0.0041].map(smallMoney)).toEqual([
+      '0.00',
+      '0.00455',
+      '0.09',
+      '0.50',
+      '1.00',
+      '1,234.57',
+      '-0.0041',
+    ]);
+    expect(smallMoney(Number.NaN)).toBe('–');
   });
 
   it('prints cost and completion time first, then the fleet: a title, a header, a rule and one aligned row per scheduler', () => {
