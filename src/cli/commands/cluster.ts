@@ -2,8 +2,9 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { FleetwiseClient } from '../client.js';
 import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
-import { formatDollars, formatTable, printJson } from '../table.js';
+import { formatDollars, formatTable, formatTime, printJson } from '../table.js';
 import { terminalSafeDeep } from '../terminal-text.js';
+import { formatDuration } from '../work-estimate.js';
 
 interface ClusterOptions extends ConnectionOptions {
   readonly json?: boolean;
@@ -23,6 +24,37 @@ function marketCell(instance: object): string {
   return parsed.success ? parsed.data.market : '-';
 }
 
+/** An instance's last launch error as the controller says it: absent while none, and from older releases. */
+const launchErrorSchema = z.object({
+  launchError: z.object({
+    // Withheld from a team token.
+    message: z.string().optional(),
+    code: z.string().optional(),
+    attempts: z.number(),
+    atSeconds: z.number(),
+    nextAttemptAtSeconds: z.number(),
+    permanent: z.boolean(),
+  }),
+});
+
+/**
+ * The line printed under an instance whose launches fail, saying why it is still `requested`: how often and when it
+ * failed, when it is tried again, the cloud's code and message, and whether only an operator can lift the refusal.
+ */
+export function launchErrorLine(instance: object, nowSeconds: number): string | undefined {
+  const parsed = launchErrorSchema.safeParse(instance);
+  if (!parsed.success) return undefined;
+  const e = parsed.data.launchError;
+  const wait = e.nextAttemptAtSeconds - nowSeconds;
+  const code = e.code ?? 'no error code';
+  return (
+    `  launch failed ${e.attempts === 1 ? 'once' : `${e.attempts} times`} ` +
+    `(${e.permanent ? `${code}: refused until its cause is fixed` : code}), last at ${formatTime(e.atSeconds)}, ` +
+    `${wait >= 1 ? `next try in ${formatDuration(wait)}` : 'next try due'}` +
+    `${e.message === undefined ? '' : `: ${e.message}`}`
+  );
+}
+
 export function registerCluster(program: Command): void {
   addConnectionOptions(
     program
@@ -37,24 +69,33 @@ export function registerCluster(program: Command): void {
     if (options.json === true) return printJson({ ...view, latency: measured });
     const [cluster, latency] = terminalSafeDeep([view, measured] as const);
     if (cluster.instances.length === 0) process.stdout.write('no instances\n');
-    else
-      process.stdout.write(
-        formatTable(
-          ['INSTANCE', 'CLOUD ID', 'TYPE', 'STATE', 'ZONE', 'MARKET', '$/HOUR', 'TASKS'],
-          cluster.instances.map((i) => [
-            i.id,
-            i.cloudId ?? '-',
-            i.typeName,
-            i.state,
-            // zone/placement group: instances of one group are the nearest the cloud can place them.
-            `${i.availabilityZone ?? '-'}${i.placementGroup === undefined ? '' : `/${i.placementGroup}`}`,
-            // $/hour is as billed: a spot instance's is its pool's price, below its type's list price.
-            marketCell(i),
-            formatDollars(i.costPerHour),
-            i.taskIds.length === 0 ? '-' : i.taskIds.join(','),
-          ]),
-        ),
-      );
+    else {
+      const [header, ...rows] = formatTable(
+        ['INSTANCE', 'CLOUD ID', 'TYPE', 'STATE', 'ZONE', 'MARKET', '$/HOUR', 'TASKS'],
+        cluster.instances.map((i) => [
+          i.id,
+          i.cloudId ?? '-',
+          i.typeName,
+          i.state,
+          // zone/placement group: instances of one group are the nearest the cloud can place them.
+          `${i.availabilityZone ?? '-'}${i.placementGroup === undefined ? '' : `/${i.placementGroup}`}`,
+          // $/hour is as billed: a spot instance's is its pool's price, below its type's list price.
+          marketCell(i),
+          formatDollars(i.costPerHour),
+          i.taskIds.length === 0 ? '-' : i.taskIds.join(','),
+        ]),
+      )
+        .trimEnd()
+        .split('\n');
+      // A failing launch goes right under its instance's row: that is where `requested` leaves one wondering.
+      const now = Date.now() / 1000;
+      const lines = rows.flatMap((row, k) => {
+        const instance = cluster.instances[k];
+        const note = instance === undefined ? undefined : launchErrorLine(instance, now);
+        return note === undefined ? [row] : [row, note];
+      });
+      process.stdout.write(`${[header, ...lines].join('\n')}\n`);
+    }
     const pending = cluster.tasks.filter((t) => t.instanceId === undefined).length;
     process.stdout.write(
       `\n${cluster.instances.length} instances, ${cluster.tasks.length} tasks (${pending} unplaced)` +

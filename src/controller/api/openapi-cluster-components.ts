@@ -3,6 +3,39 @@ import { SPOT_PREFERENCES } from '../../core/spot.js';
 import { JOB_STATES } from '../state-store.js';
 import { int, num, ref, str, type Schema } from './openapi-builders.js';
 
+/** An instance's last launch error (controller/launch-error-records.ts), in the cluster view. */
+const LAUNCH_ERROR: Schema = {
+  type: 'object',
+  description:
+    'Present while the instance waits for a launch that failed (requested): the last failure, kept until a launch ' +
+    'succeeds, over controller restarts too. Capacity and quota refusals are not kept here: another type is launched',
+  required: ['attempts', 'atSeconds', 'nextAttemptAtSeconds', 'permanent'],
+  properties: {
+    message: {
+      ...str,
+      description:
+        "The cloud's error message; withheld from team tokens (it may name the account's resources)",
+    },
+    code: {
+      ...str,
+      description: "The cloud's error code, when it gave one (EC2's: InvalidGroup.NotFound, …)",
+    },
+    attempts: { ...int, description: 'Failed launches so far' },
+    atSeconds: { ...num, description: 'When the last one failed' },
+    nextAttemptAtSeconds: {
+      ...num,
+      description: 'When it is tried again (a controller started again tries at once)',
+    },
+    permanent: {
+      type: 'boolean',
+      description:
+        'The cloud refused what the launch asks for (a security group, subnet, key pair or image that does not ' +
+        'exist, a parameter, a permission such as iam:PassRole, an account blocked or not opted in): it fails until ' +
+        'an operator fixes the cause, and is tried again only at the longest backoff (5 minutes)',
+    },
+  },
+};
+
 /** The response shapes of the cluster, leadership, explanation and cost routes, written by hand as the job ones are. */
 export const CLUSTER_RESPONSE_COMPONENTS: Record<string, Schema> = {
   Leadership: {
@@ -54,6 +87,7 @@ export const CLUSTER_RESPONSE_COMPONENTS: Record<string, Schema> = {
                   enum: [...MARKETS],
                   description: 'How it was bought: spot unless its launch got on-demand capacity',
                 },
+                launchError: LAUNCH_ERROR,
               },
             },
           ],

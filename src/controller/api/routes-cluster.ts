@@ -11,6 +11,7 @@ import type { ApiContext, RouteTable } from './routing.js';
 import { queryParameters } from './query.js';
 import { sinceQueryParam } from './since.js';
 import { instanceMarket } from '../instance-market.js';
+import { readLaunchError } from '../launch-error-records.js';
 import { clusterForScope, costsForScope, publicInstance, visibleJobIds } from './views.js';
 
 const timeParam = z.string().min(1).max(64, 'at most 64 characters').optional();
@@ -40,6 +41,7 @@ export function registerClusterRoutes(
         service.cluster(),
         visibleJobIds(store, teamScope(context.principal(request))),
         (id) => instanceMarket(store, id),
+        (id) => readLaunchError(store, id),
       ),
       controller: context.leadership(),
     }),

@@ -19,6 +19,7 @@ import {
   type PredictionError,
 } from '../queue-records.js';
 import type { ClusterView, CostReport, WhyRecord } from '../service.js';
+import type { LaunchErrorRecord } from '../launch-error-records.js';
 import type { MonthReportSource } from '../stored-month-report.js';
 import { isFinalJobState } from '../state/lifecycle.js';
 import { writtenJobSpec } from '../job-spec/written-form.js';
@@ -302,8 +303,23 @@ export function publicInstance<T extends InstanceRecord>(instance: T): PublicIns
   return rest;
 }
 
-/** An instance of the cluster view with the market it was bought in. */
-type ClusterInstance = ClusterView['instances'][number] & { readonly market: Market };
+/**
+ * An instance's last launch error as a caller sees it. The cloud's message may name the account's resources and roles
+ * (an UnauthorizedOperation names the controller's role and account): the operator's business, so a team reads the
+ * code, the attempts and when, not the message.
+ */
+export type LaunchErrorView = Omit<LaunchErrorRecord, 'message'> & { readonly message?: string };
+
+function withoutMessage(error: LaunchErrorRecord): LaunchErrorView {
+  const { message: _message, ...rest } = error;
+  return rest;
+}
+
+/** An instance of the cluster view with the market it was bought in, and its last launch error while it has one. */
+type ClusterInstance = ClusterView['instances'][number] & {
+  readonly market: Market;
+  readonly launchError?: LaunchErrorView;
+};
 
 export interface ClusterDocument {
   readonly scope: 'all' | 'team';
@@ -315,14 +331,26 @@ export interface ClusterDocument {
 
 /**
  * A team sees every instance (the fleet is shared and priced) but only its own tasks on them. Each instance says its
- * market (`marketOf`), so a price below its type's list price reads as spot, not as an error.
+ * market (`marketOf`), so a price below its type's list price reads as spot, not as an error; one not launched yet
+ * says why, while its launches fail (`launchErrorOf`: launch-error-records.ts `readLaunchError`).
  */
 export function clusterForScope(
   view: ClusterView,
   visible: VisibleJobs | undefined,
   marketOf: (instanceId: string) => Market,
+  launchErrorOf: (instanceId: string) => LaunchErrorRecord | undefined = () => undefined,
 ): ClusterDocument {
-  const instances = view.instances.map((i) => ({ ...publicInstance(i), market: marketOf(i.id) }));
+  const instances = view.instances.map((i): PublicInstance<ClusterInstance> => {
+    // Only while it waits for its launch: a record an adoption by launch token left behind says nothing now.
+    const failed = i.state === 'requested' ? launchErrorOf(i.id) : undefined;
+    return {
+      ...publicInstance(i),
+      market: marketOf(i.id),
+      ...(failed === undefined
+        ? {}
+        : { launchError: visible === undefined ? failed : withoutMessage(failed) }),
+    };
+  });
   if (visible === undefined)
     return {
       scope: 'all',

@@ -9,6 +9,7 @@ import {
   QuotaExceededError,
   type CloudInstance,
 } from '../../../cloud/provider.js';
+import { launchRefusalKind, launchRetryDelaySeconds } from '../../../cloud/launch-refusal-kinds.js';
 import type { Market } from '../../../core/market.js';
 import { awsQuotaGroup, spotQuotaGroup } from '../../../core/quota-groups.js';
 import { loseInstance } from '../cloud-sync.js';
@@ -24,6 +25,7 @@ import {
 import { LIVE_INSTANCE_STATES, type ReconcileContext } from '../context.js';
 import { releaseTasksOn } from '../jobs.js';
 import { launchedOnSpot, recordMarketFallback } from '../../instance-market.js';
+import { clearLaunchError, readLaunchError, recordLaunchError } from '../../launch-error-records.js';
 import { launchBackoff } from './registrations.js';
 
 /**
@@ -46,11 +48,12 @@ interface QuotaRefusal {
 
 /**
  * Launches: a pending `launch` intent → CloudProvider.launch with the instance's stored idempotency token, once the
- * launch gate and any backoff allow. No capacity or a quota falls back to another type; other errors retry later.
+ * launch gate and any backoff allow. No capacity or a quota falls back to another type; other errors retry later,
+ * kept with the instance until it launches (launch-error-records.ts).
  * A spot launch may be bought on demand by the cloud only when the caps allow the on-demand price too.
  */
 export class Launches {
-  /** Launch intents that failed for a transient reason: attempts and when to try again (in memory). */
+  /** Launch intents that failed (not for capacity or a quota): attempts and when to try again (in memory). */
   private readonly launchRetry = new Map<number, { attempts: number; notBeforeSeconds: number }>();
   /**
    * Recent quota refusals, by AWS quota group (`standard`, `p`, `standard-spot`, …: core/quota-groups.ts). AWS counts
@@ -114,9 +117,15 @@ export class Launches {
     const inst = this.ctx.store.getInstance(payload.instanceId);
     if (inst === undefined || inst.state !== 'requested' || inst.cloudId !== undefined) {
       // Launched already (adopted by the sync), or dropped before its launch.
-      if (inst?.cloudId !== undefined) this.ctx.store.completeIntent(intent.id);
-      else
-        this.ctx.store.failIntent(intent.id, `instance ${payload.instanceId} is ${inst?.state ?? 'unknown'}`);
+      this.ctx.store.transaction(() => {
+        if (inst?.cloudId !== undefined) this.ctx.store.completeIntent(intent.id);
+        else
+          this.ctx.store.failIntent(
+            intent.id,
+            `instance ${payload.instanceId} is ${inst?.state ?? 'unknown'}`,
+          );
+        clearLaunchError(this.ctx.store, payload.instanceId);
+      });
       return { kind: 'skipped' };
     }
     const remembered = this.knownQuotaRefusal(inst.typeName, intent);
@@ -222,8 +231,9 @@ export class Launches {
               : 'the cloud has no spot market'),
         );
       this.ctx.store.completeIntent(intent.id);
-      // In the same commit: one sync of the store per launch, not two.
+      // In the same commit: one sync of the store per launch, not three.
       this.ctx.store.deleteValue(refusedKey(inst.id));
+      clearLaunchError(this.ctx.store, inst.id);
     });
     this.launchRetry.delete(intent.id);
     if (lostReason !== undefined) {
@@ -257,22 +267,37 @@ export class Launches {
     }
   }
 
-  /** Throttling or another API error: keep the intent pending and retry with capped exponential backoff. */
+  /**
+   * Throttling, a refusal or another API error: keep the intent pending and try again later, at a backoff doubling from
+   * the base, or at the longest at once for a refusal only an operator can lift (cloud/launch-refusal-kinds.ts). The
+   * error is kept with the instance for the views; a restarted controller tries at once and counts on from it.
+   */
   private deferLaunch(intent: IntentRecord, inst: InstanceRecord, error: unknown): void {
-    const previous = this.launchRetry.get(intent.id)?.attempts ?? 0;
-    const attempts = previous + 1;
-    const base = this.ctx.settings.launchRetryBaseSeconds ?? 10;
-    const max = this.ctx.settings.launchRetryMaxSeconds ?? 300;
-    const delay = Math.min(max, base * 2 ** (attempts - 1));
-    this.launchRetry.set(intent.id, { attempts, notBeforeSeconds: this.ctx.now() + delay });
+    const attempts =
+      (this.launchRetry.get(intent.id)?.attempts ?? readLaunchError(this.ctx.store, inst.id)?.attempts ?? 0) +
+      1;
+    const kind = launchRefusalKind(error);
+    const { launchRetryBaseSeconds: base = 10, launchRetryMaxSeconds: max = 300 } = this.ctx.settings;
+    const delay = launchRetryDelaySeconds(attempts, kind, base, max);
+    const now = this.ctx.now();
+    this.launchRetry.set(intent.id, { attempts, notBeforeSeconds: now + delay });
     const message = error instanceof Error ? error.message : String(error);
-    this.ctx.store.appendEvent({
-      kind: 'instance.launch-error',
-      instanceId: inst.id,
-      message: `launch of ${inst.typeName} failed (attempt ${attempts}, retry in ${delay} s): ${message}`,
-      data: { attempts, retryInSeconds: delay, error: message },
+    const code = error instanceof CloudProviderError ? error.code : undefined;
+    const permanent = kind === 'permanent';
+    recordLaunchError(this.ctx.store, inst, {
+      message,
+      ...(code === undefined ? {} : { code }),
+      attempts,
+      atSeconds: now,
+      nextAttemptAtSeconds: now + delay,
+      permanent,
     });
-    this.ctx.log.warn(`launch of ${inst.id} failed; retrying in ${delay} s`, { error: message });
+    if (permanent)
+      this.ctx.log.error(
+        `launch of ${inst.id} refused (${code ?? 'refused'}): it fails until its cause is fixed; retrying in ${delay} s`,
+        { error: message, attempts },
+      );
+    else this.ctx.log.warn(`launch of ${inst.id} failed; retrying in ${delay} s`, { error: message });
   }
 
   /** The tasks an instance is to host: committed there, or waiting to start there. */
@@ -317,6 +342,7 @@ export class Launches {
           reason: `${reason}; no other type fits its tasks`,
         });
         releaseTasksOn(this.ctx, inst.id, `no capacity for ${inst.typeName}`);
+        clearLaunchError(this.ctx.store, inst.id);
       });
       this.ctx.log.warn(`no capacity for ${inst.typeName} and no fitting alternative; its tasks wait`, {
         instanceId: inst.id,
@@ -362,6 +388,7 @@ export class Launches {
       for (const task of this.ctx.store.listTasks({ instanceId: inst.id }))
         if (task.state === 'starting') this.ctx.store.setTaskState(task.id, 'starting', created.id);
       this.ctx.store.setValue(refusedKey(created.id), [...refused]);
+      clearLaunchError(this.ctx.store, inst.id);
       this.ctx.store.appendEvent({
         kind: 'instance.fallback',
         instanceId: created.id,
