@@ -290,6 +290,8 @@ export function marketPricePerHour(
 export const SPOT_PREFERENCES = ['never', 'allowed', 'preferred'] as const;
 export type SpotPreference = (typeof SPOT_PREFERENCES)[number];
 export const DEFAULT_SPOT_PREFERENCE: SpotPreference = 'allowed';
+/** The longest delay one spot interruption may be allowed to cost a job (a job spec's `spotMaxDelayMinutes`): a week. */
+export const MAX_SPOT_MAX_DELAY_MINUTES = 10_080;
 
 /**
  * A spot instance EC2 interrupts within this long of its launch is not charged at all (AWS, "Billing for interrupted

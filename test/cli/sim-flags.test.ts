@@ -128,10 +128,33 @@ describe('simulate/tune flag parsing', () => {
   });
 
   it('infers the trace format from the extension, or says to give --format', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fw-infer-ext-'));
+    const file = (name: string): string => {
+      writeFileSync(join(dir, name), '{}');
+      return join(dir, name);
+    };
     expect(inferFormat(undefined)).toBe('synthetic');
-    expect(inferFormat('t.JSON')).toBe('eva');
-    expect(inferFormat('pods.csv')).toBe('alibaba');
-    expect(() => inferFormat('trace.txt')).toThrow(/--format/);
+    expect(inferFormat(file('t.JSON'))).toBe('eva');
+    expect(inferFormat(file('pods.csv'))).toBe('alibaba');
+    expect(() => inferFormat(file('trace.txt'))).toThrow(/^--format: cannot tell the format of .*trace\.txt/);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('refuses a trace path that is not there as such, whatever its extension', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fw-infer-missing-'));
+    const notFile = join(dir, 'a-file');
+    writeFileSync(notFile, 'x');
+    for (const missing of [
+      'nonexistdir/',
+      join(dir, 'gone'),
+      join(dir, 'gone.json'),
+      join(notFile, 'x.csv'),
+    ]) {
+      const error = refusal(() => inferFormat(missing));
+      expect(error.source).toBe('--trace');
+      expect(error.problems).toEqual([`no such file or directory: ${missing}`]);
+    }
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('infers specs for a directory, and fleetwise for a JSON file whose format field says so', () => {

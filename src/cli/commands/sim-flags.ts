@@ -36,6 +36,7 @@ import type { FieldPath } from '../../controller/config-checks.js';
 import { fieldAt, fieldsAt, parseFileWith } from '../../controller/settings-file-fields.js';
 import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../../core/model.js';
 import { nearestKey } from '../../core/strict-object.js';
+import { errnoCode } from '../../core/errno.js';
 
 /** Flag parsing shared by `simulate` and `tune` (commander hands over strings; zod checks them). */
 
@@ -212,14 +213,20 @@ export function flagProblems(error: z.ZodError): string[] {
 /**
  * Without --format: a directory holds job specs, a .json file is a fleetwise trace when its `format` field says so
  * (what export-trace writes) and an Eva trace otherwise, a .csv file an Alibaba pod list, no file a synthetic trace.
+ * A path that is not there is refused as such first: its extension, or its lack of one, says nothing then.
  */
 export function inferFormat(tracePath: string | undefined): TraceFormat {
   if (tracePath === undefined) return 'synthetic';
-  let isDirectory = false;
+  let isDirectory: boolean;
   try {
     isDirectory = statSync(tracePath).isDirectory();
-  } catch {
-    // a missing path is reported by the loader, which names what it expected
+  } catch (e) {
+    const code = errnoCode(e);
+    throw new ValidationError('--trace', [
+      code === 'ENOENT' || code === 'ENOTDIR'
+        ? `no such file or directory: ${tracePath}`
+        : `cannot read ${tracePath}: ${(e as Error).message}`,
+    ]);
   }
   if (isDirectory) return 'specs';
   const ext = extname(tracePath).toLowerCase();

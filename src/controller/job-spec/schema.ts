@@ -4,7 +4,7 @@ import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../../core/model.js';
 import { ANY_FAMILY, type FamilyDemand, type Resources } from '../../core/resources.js';
 import { successSpecSchema } from '../../queue/success.js';
 import { networkDeclarationSchema } from '../../core/network-schema.js';
-import { SPOT_PREFERENCES } from '../../core/spot.js';
+import { MAX_SPOT_MAX_DELAY_MINUTES, SPOT_PREFERENCES } from '../../core/spot.js';
 import { plainEntryName, unsafeEntryNameReason } from '../../protocol/archive-entry-names.js';
 import {
   CHECKPOINT_SIGNALS,
@@ -476,7 +476,7 @@ export const jobSpecSchema = z.strictObject({
   spotMaxDelayMinutes: z
     .number({ message: 'must be a number of minutes' })
     .positive('must be > 0 minutes')
-    .max(10_080, 'at most a week (10080 minutes)')
+    .max(MAX_SPOT_MAX_DELAY_MINUTES, `at most a week (${MAX_SPOT_MAX_DELAY_MINUTES} minutes)`)
     .describe(
       'The most one spot interruption may delay this job: when it would lose more (work since its last ' +
         'checkpoint, restore and relaunch), its next instance is bought on demand',

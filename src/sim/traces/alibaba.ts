@@ -76,6 +76,11 @@ const podRowSchema = z.object({
   pod_phase: phaseCell.optional(),
 });
 
+/** Whether the text breaks lines with a lone CR only, which is no line break here (csv.ts noRowsReason says so). */
+function linesEndInLoneCr(text: string): boolean {
+  return text.includes('\r') && !text.includes('\n');
+}
+
 /**
  * Parse the pod list. Every malformed line is reported as `file:line: field: reason` (all of them, in one
  * error, the lines whose cell count is off among them). Only the columns the conversion uses are required; extra
@@ -85,11 +90,14 @@ export function parseAlibabaPods(text: string, source = 'openb_pod_list.csv'): A
   const { table, problems: structural } = readCsv(text, source);
   // An unterminated quote in the header leaves no header to check columns against: that is the problem to report.
   if (table.header.length === 0) throw new LineValidationError(source, structural);
-  // First: a file whose lines end in a lone CR reads as one header line, whose columns would mislead.
-  if (table.rows.length === 0 && structural.length === 0)
-    throw new LineValidationError(source, [
-      { line: table.headerLine, field: '(rows)', reason: noRowsReason(text) },
-    ]);
+  const noRows: LineProblem[] =
+    table.rows.length === 0 && structural.length === 0
+      ? [{ line: table.headerLine, field: '(rows)', reason: noRowsReason(text) }]
+      : [];
+  // A file whose lines end in a lone CR reads as one header line, whose columns would mislead: that comes first.
+  if (noRows.length > 0 && linesEndInLoneCr(text)) throw new LineValidationError(source, noRows);
+  // Then the header: a file of another kind (a JSON trace given --format alibaba) is one line with none of the
+  // columns, which says more than that it has no rows.
   const headerProblems: LineProblem[] = REQUIRED_COLUMNS.filter((c) => !table.header.includes(c)).map(
     (c) => ({
       line: table.headerLine,
@@ -107,6 +115,7 @@ export function parseAlibabaPods(text: string, source = 'openb_pod_list.csv'): A
       });
   });
   if (headerProblems.length > 0) throw new LineValidationError(source, headerProblems);
+  if (noRows.length > 0) throw new LineValidationError(source, noRows);
   const columns = [...REQUIRED_COLUMNS, PHASE_COLUMN] as const;
   const index = new Map(columns.map((c) => [c, table.header.indexOf(c)]));
   const problems: LineProblem[] = [...structural];

@@ -7,9 +7,11 @@ import { baseWorkloadOf, familyDemandSchema } from './workloads.js';
 import { networkDeclarationSchema, toNetworkDeclaration } from '../../core/network-schema.js';
 import { traceArrivalSeconds, traceDelaySeconds, traceDurationSeconds, traceShmGiB } from './trace-bounds.js';
 import { duplicateJsonKeys, duplicateKeyProblem } from './json-duplicate-keys.js';
-import { SPOT_PREFERENCES } from '../../core/spot.js';
+import { MAX_SPOT_MAX_DELAY_MINUTES, SPOT_PREFERENCES } from '../../core/spot.js';
 import { successSpecSchema } from '../../queue/success.js';
 import { withoutBom } from './text.js';
+import { MAX_DURATION_RULE, MAX_DURATION_SECONDS } from '../../core/duration.js';
+import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../../core/model.js';
 
 /**
  * fleetwise's own JSON trace format: what `fleetwise export-trace` writes from a controller's state and what a
@@ -20,6 +22,10 @@ import { withoutBom } from './text.js';
 export const FLEETWISE_TRACE_FORMAT = 'fleetwise-trace/v1';
 
 const nonNegative = z.number().finite().nonnegative();
+
+/** Seconds a job spec's `field` declares: 0 or more, at most what the spec allows, so a trace says no more than one. */
+const specDuration = (field: string) =>
+  nonNegative.max(MAX_DURATION_SECONDS, `${MAX_DURATION_RULE}, as a job spec's ${field}`);
 
 const taskSchema = z.strictObject({
   name: z.string().min(1),
@@ -55,13 +61,26 @@ const jobSchema = z
     /** Whether it may run on spot capacity (a job spec's `spot`; absent: allowed). */
     spot: z.enum(SPOT_PREFERENCES).optional(),
     /** The most one spot interruption may delay it, in seconds (a job spec's `spotMaxDelayMinutes` × 60). */
-    spotMaxDelaySeconds: z.number().finite().positive().optional(),
+    spotMaxDelaySeconds: z
+      .number()
+      .finite()
+      .positive()
+      .max(
+        MAX_SPOT_MAX_DELAY_MINUTES * 60,
+        `at most a week (${MAX_SPOT_MAX_DELAY_MINUTES * 60} s), as a job spec's spotMaxDelayMinutes`,
+      )
+      .optional(),
     /** Seconds between its own checkpoints, 0 for never (a job spec's `checkpoint.everySeconds`; absent: 30 min). */
-    checkpointIntervalSeconds: nonNegative.optional(),
+    checkpointIntervalSeconds: specDuration('checkpoint.everySeconds').optional(),
     /** Not moved through its init nor for this long after it starts making progress (a job spec's `noMoveSeconds`). */
-    noMoveSeconds: nonNegative.optional(),
+    noMoveSeconds: specDuration('noMoveSeconds').optional(),
     /** What an hour of its completion time is worth, $ (a job spec's `valueOfTimePerJobHour`). */
-    valueOfTimePerJobHour: nonNegative.optional(),
+    valueOfTimePerJobHour: nonNegative
+      .max(
+        MAX_VALUE_OF_TIME_PER_JOB_HOUR,
+        `at most ${MAX_VALUE_OF_TIME_PER_JOB_HOUR} ($ per hour), as a job spec's valueOfTimePerJobHour`,
+      )
+      .optional(),
     /** Its declared success model (a job spec's `success`), for success-ranked ordering. */
     success: successSpecSchema.optional(),
     /**

@@ -8,7 +8,7 @@ import { checkTraceAgainstCatalog } from './catalog-check.js';
 import { parseContentionMatrix, type ContentionMatrix } from './contention-matrix.js';
 import { parseEvaTrace } from './eva-json.js';
 import { parseFleetwiseTrace } from './fleetwise-json.js';
-import { ARRIVALS_FILES, gapArrivals, isSpecFileName, parseArrivals } from './spec-arrivals.js';
+import { arrivalsIndexName, gapArrivals, isSpecFileName, parseArrivals } from './spec-arrivals.js';
 import { specFilesTrace } from '../controller-runtime/spec-trace.js';
 import { generateSuccessTrace } from './success-workload.js';
 import { generateSyntheticTrace } from './synthetic.js';
@@ -108,7 +108,7 @@ function loadSpecsDirectory(dir: string, catalog: Catalog, gapSeconds: number | 
     throw new ValidationError(dir, [
       `no job spec files (*.yaml, *.yml, *.json) in the directory${names.length === 0 ? ' (it is empty)' : `; it has ${names.join(', ')}`}`,
     ]);
-  const index = names.find((n) => (ARRIVALS_FILES as readonly string[]).includes(n.toLowerCase()));
+  const index = arrivalsIndexName(names, dir);
   if (index !== undefined && gapSeconds !== undefined)
     throw new ValidationError('--arrival-gap-seconds', [
       `${join(dir, index)} already says when each job arrives; drop the flag or the file`,

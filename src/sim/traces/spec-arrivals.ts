@@ -14,9 +14,26 @@ import { MAX_TRACE_ARRIVAL_SECONDS } from './trace-bounds.js';
 /** The index file's names; it is not a job spec. */
 export const ARRIVALS_FILES = ['arrivals.yaml', 'arrivals.yml'] as const;
 
+function isArrivalsFileName(name: string): boolean {
+  return (ARRIVALS_FILES as readonly string[]).includes(name.toLowerCase());
+}
+
+/**
+ * The arrivals index among a directory's file names, if any. Two (arrivals.yaml beside arrivals.yml) are refused,
+ * naming the directory and both: reading one would silently drop what the other says.
+ */
+export function arrivalsIndexName(names: readonly string[], dir: string): string | undefined {
+  const indexes = names.filter(isArrivalsFileName);
+  if (indexes.length > 1)
+    throw new ValidationError(dir, [
+      `${indexes.slice(0, -1).join(', ')} and ${indexes.at(-1) ?? ''} both say when the jobs arrive: keep one`,
+    ]);
+  return indexes[0];
+}
+
 /** File names that hold a job spec (YAML or JSON). */
 export function isSpecFileName(name: string): boolean {
-  return /\.(ya?ml|json)$/i.test(name) && !(ARRIVALS_FILES as readonly string[]).includes(name.toLowerCase());
+  return /\.(ya?ml|json)$/i.test(name) && !isArrivalsFileName(name);
 }
 
 const arrivalsSchema = z.record(

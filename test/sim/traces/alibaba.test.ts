@@ -319,6 +319,25 @@ describe('pod filter and demand conversion', () => {
     ).toThrow('d.csv:1: name: column given more than once (columns 1 and 2)');
   });
 
+  it('names the missing columns of a one-line file of another kind before saying it has no rows', () => {
+    const json = JSON.stringify({ format: 'fleetwise-trace/v1', jobs: [] });
+    expect(() => parseAlibabaPods(`${json}\n`, 'f.json')).toThrow(
+      [
+        'f.json:1: name: required column missing from the header',
+        'f.json:1: cpu_milli: required column missing from the header',
+        'f.json:1: memory_mib: required column missing from the header',
+        'f.json:1: num_gpu: required column missing from the header',
+      ].join('\n'),
+    );
+    expect(() => parseAlibabaPods('name,cpu_milli,memory_mib\n', 'h.csv')).toThrow(
+      /^h\.csv:1: num_gpu: required column missing from the header$/,
+    );
+    // Lines ending in a lone CR read as one header line: that is said first, whatever columns it seems to lack.
+    expect(() => parseAlibabaPods('name,cpu_milli,memory_mib,num_gpu\ra,1,1,1\r', 'cr.csv')).toThrow(
+      /^cr\.csv:1: \(rows\): no data rows: the lines end in a lone CR/,
+    );
+  });
+
   it('says a file has no data rows, and why when its lines end in a lone CR', () => {
     expect(() => parseAlibabaPods(`${header}\n`, 'h.csv')).toThrow(
       'h.csv:1: (rows): no data rows after the header',

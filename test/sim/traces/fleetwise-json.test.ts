@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import { MAX_DURATION_RULE, MAX_DURATION_SECONDS } from '../../../src/core/duration.js';
+import { MAX_VALUE_OF_TIME_PER_JOB_HOUR } from '../../../src/core/model.js';
+import { MAX_SPOT_MAX_DELAY_MINUTES } from '../../../src/core/spot.js';
 import { ValidationError } from '../../../src/core/validation.js';
+import { checkpointSchema, jobSpecSchema } from '../../../src/controller/job-spec/schema.js';
 import {
   FLEETWISE_TRACE_FORMAT,
   isFleetwiseTraceJson,
@@ -41,6 +45,46 @@ describe('fleetwise JSON traces', () => {
     const twice = `{"format": "${FLEETWISE_TRACE_FORMAT}", "jobs": [{"id": "a", "id": "b", "name": "x", "arrivalSeconds": 0, "durationSeconds": 60, "tasks": [{"name": "t", "workload": "w", "demand": {"any": [1, 1, 1]}}]}]}`;
     expect(problemsOf(twice)).toEqual([
       'jobs.0: the key "id" is given more than once (JSON keeps only the last, so the others would be lost)',
+    ]);
+  });
+
+  it("bounds a job spec's declared times and value of time as the spec does, at the bounds and past them", () => {
+    const atBounds = {
+      checkpointIntervalSeconds: MAX_DURATION_SECONDS,
+      noMoveSeconds: MAX_DURATION_SECONDS,
+      valueOfTimePerJobHour: MAX_VALUE_OF_TIME_PER_JOB_HOUR,
+      spotMaxDelaySeconds: MAX_SPOT_MAX_DELAY_MINUTES * 60,
+    };
+    const [read] = parseFleetwiseTrace(doc([job(atBounds)]), 'history.json').jobs;
+    expect(read?.checkpointIntervalSeconds).toBe(MAX_DURATION_SECONDS);
+    expect(read?.noMoveSeconds).toBe(MAX_DURATION_SECONDS);
+    expect(read?.valueOfTimePerHour).toBe(MAX_VALUE_OF_TIME_PER_JOB_HOUR);
+    expect(read?.spotMaxDelaySeconds).toBe(MAX_SPOT_MAX_DELAY_MINUTES * 60);
+    // The job spec's own schema draws the same lines.
+    const spec = jobSpecSchema.shape;
+    expect(spec.noMoveSeconds.safeParse(MAX_DURATION_SECONDS).success).toBe(true);
+    expect(spec.noMoveSeconds.safeParse(MAX_DURATION_SECONDS + 1).success).toBe(false);
+    expect(checkpointSchema.shape.everySeconds.safeParse(MAX_DURATION_SECONDS + 1).success).toBe(false);
+    expect(spec.valueOfTimePerJobHour.safeParse(MAX_VALUE_OF_TIME_PER_JOB_HOUR).success).toBe(true);
+    expect(spec.valueOfTimePerJobHour.safeParse(MAX_VALUE_OF_TIME_PER_JOB_HOUR + 0.01).success).toBe(false);
+    expect(spec.spotMaxDelayMinutes.safeParse(MAX_SPOT_MAX_DELAY_MINUTES).success).toBe(true);
+    expect(spec.spotMaxDelayMinutes.safeParse(MAX_SPOT_MAX_DELAY_MINUTES + 1).success).toBe(false);
+    expect(
+      problemsOf(
+        doc([
+          job({
+            checkpointIntervalSeconds: MAX_DURATION_SECONDS + 1,
+            noMoveSeconds: 1e300,
+            valueOfTimePerJobHour: MAX_VALUE_OF_TIME_PER_JOB_HOUR + 0.01,
+            spotMaxDelaySeconds: 1e308,
+          }),
+        ]),
+      ),
+    ).toEqual([
+      `jobs.0.spotMaxDelaySeconds: at most a week (604800 s), as a job spec's spotMaxDelayMinutes`,
+      `jobs.0.checkpointIntervalSeconds: ${MAX_DURATION_RULE}, as a job spec's checkpoint.everySeconds`,
+      `jobs.0.noMoveSeconds: ${MAX_DURATION_RULE}, as a job spec's noMoveSeconds`,
+      `jobs.0.valueOfTimePerJobHour: at most ${MAX_VALUE_OF_TIME_PER_JOB_HOUR} ($ per hour), as a job spec's valueOfTimePerJobHour`,
     ]);
   });
 

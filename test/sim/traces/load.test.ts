@@ -1,7 +1,8 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../../../src/cloud/catalog-file.js';
 import { ValidationError } from '../../../src/core/validation.js';
 import { convertAlibabaTrace } from '../../../src/sim/traces/alibaba.js';
 import {
@@ -101,6 +102,36 @@ describe('loadTrace', () => {
       expect(() => loadTrace(fleetwise, { format: 'fleetwise', instanceCatalog })).toThrow(
         /job a task t: demand\.zzz: family zzz is not in the us-east-1 catalog/,
       );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a specs directory with two arrivals indexes, naming the directory and both, and reads one alone', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fleetwise-load-specs-'));
+    try {
+      copyFileSync(join(PROJECT_ROOT, 'examples', 'jobs', 'resnet.yaml'), join(dir, 'resnet.yaml'));
+      copyFileSync(join(PROJECT_ROOT, 'examples', 'jobs', 'gpt2.yaml'), join(dir, 'gpt2.yaml'));
+      writeFileSync(join(dir, 'arrivals.yaml'), 'resnet.yaml: 0\ngpt2.yaml: 30m\n');
+      const alone = loadTrace(dir, { format: 'specs', instanceCatalog });
+      expect(alone.jobs.map((j) => [j.id, j.arrivalSeconds])).toEqual([
+        ['resnet.yaml', 0],
+        ['gpt2.yaml', 1800],
+      ]);
+      writeFileSync(join(dir, 'arrivals.yml'), 'resnet.yaml: 1h\ngpt2.yaml: 0\n');
+      const error = (() => {
+        try {
+          loadTrace(dir, { format: 'specs', instanceCatalog });
+        } catch (e) {
+          return e;
+        }
+        return undefined;
+      })();
+      expect(error).toBeInstanceOf(ValidationError);
+      expect((error as ValidationError).source).toBe(dir);
+      expect((error as ValidationError).problems).toEqual([
+        'arrivals.yaml and arrivals.yml both say when the jobs arrive: keep one',
+      ]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

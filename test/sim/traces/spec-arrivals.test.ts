@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../../src/core/validation.js';
-import { gapArrivals, isSpecFileName, parseArrivals } from '../../../src/sim/traces/spec-arrivals.js';
+import {
+  arrivalsIndexName,
+  gapArrivals,
+  isSpecFileName,
+  parseArrivals,
+} from '../../../src/sim/traces/spec-arrivals.js';
 
 const FILES = ['a.yaml', 'b.json', 'c.yml'];
 
@@ -59,6 +64,29 @@ describe('arrivals of a directory of job specs', () => {
       ['c.yml', 120],
     ]);
     expect(() => gapArrivals(FILES, -1)).toThrow(/0 seconds or more/);
+  });
+
+  it('finds the one arrivals index of a directory, and refuses two, naming the directory and both', () => {
+    expect(arrivalsIndexName(['a.yaml', 'arrivals.yml', 'b.json'], 'dir')).toBe('arrivals.yml');
+    expect(arrivalsIndexName(['a.yaml', 'b.json'], 'dir')).toBeUndefined();
+    for (const names of [
+      ['arrivals.yaml', 'arrivals.yml'],
+      ['Arrivals.YAML', 'a.yaml', 'arrivals.yaml'],
+    ]) {
+      const error = (() => {
+        try {
+          arrivalsIndexName(names, 'dir');
+        } catch (e) {
+          return e;
+        }
+        return undefined;
+      })();
+      expect(error).toBeInstanceOf(ValidationError);
+      expect((error as ValidationError).source).toBe('dir');
+      expect((error as ValidationError).problems).toEqual([
+        `${names.filter((n) => n.toLowerCase().startsWith('arrivals')).join(' and ')} both say when the jobs arrive: keep one`,
+      ]);
+    }
   });
 
   it('takes YAML and JSON files as specs, but not the index', () => {
