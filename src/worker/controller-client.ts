@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { parseControllerAddress } from '../protocol/controller-address.js';
 import {
   heartbeatResponseSchema,
   registerResponseSchema,
@@ -27,14 +29,25 @@ export interface ControllerConnection {
 /**
  * The agent's HTTP client for the worker protocol (src/protocol/worker-protocol.ts). Keeps the per-instance token
  * once registered.
+ *
+ * Given a controller address file (protocol/controller-address.ts: a local controller names it to the workers it
+ * spawns), a request that fails is sent again at once to the address the file names when that is not the one it
+ * went to: the controller restarted on another port, and the request never reached it (the old address has no
+ * controller; the state directory's lock lets only one run). Any failure counts, an answer included: the old port may
+ * be another program's by now.
  */
 export class ControllerClient implements ControllerConnection {
   private instanceToken: string | undefined;
-  private readonly baseUrl: string;
+  private baseUrl: string;
 
+  /**
+   * `addressFile`: the controller address file a local controller names to the workers it spawns
+   * (protocol/controller-address.ts); without one, the client keeps `baseUrl`.
+   */
   constructor(
     baseUrl: string,
     private readonly timeoutMs = 10_000,
+    private readonly addressFile?: string,
   ) {
     this.baseUrl = baseUrl.replace(/\/+$/, '');
   }
@@ -54,9 +67,33 @@ export class ControllerClient implements ControllerConnection {
   }
 
   private async post(path: string, token: string, body: unknown): Promise<unknown> {
+    try {
+      return await this.postTo(this.baseUrl, path, token, body);
+    } catch (e) {
+      const moved = this.movedTo();
+      if (moved === undefined) throw e;
+      this.baseUrl = moved;
+      return this.postTo(moved, path, token, body);
+    }
+  }
+
+  /** The address file's address when it differs from the current one; undefined without a file or a usable one. */
+  private movedTo(): string | undefined {
+    if (this.addressFile === undefined) return undefined;
+    let text: string;
+    try {
+      text = readFileSync(this.addressFile, 'utf8');
+    } catch {
+      return undefined; // not written yet, or gone: keep trying the address known
+    }
+    const address = parseControllerAddress(text);
+    return address === undefined || address === this.baseUrl ? undefined : address;
+  }
+
+  private async postTo(baseUrl: string, path: string, token: string, body: unknown): Promise<unknown> {
     let response: Response;
     try {
-      response = await fetch(`${this.baseUrl}${path}`, {
+      response = await fetch(`${baseUrl}${path}`, {
         method: 'POST',
         headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
         body: JSON.stringify(body),
@@ -64,7 +101,7 @@ export class ControllerClient implements ControllerConnection {
       });
     } catch (e) {
       throw new ControllerRequestError(
-        `cannot reach the controller at ${this.baseUrl}: ${describeFetchError(e as Error)}`,
+        `cannot reach the controller at ${baseUrl}: ${describeFetchError(e as Error)}`,
         undefined,
       );
     }

@@ -31,6 +31,7 @@ import type { Executor } from '../../worker/executor.js';
 import { DockerExecutor } from '../../worker/executors/docker.js';
 import { dockerUnreachable } from '../../worker/executors/docker-engine.js';
 import { ProcessExecutor } from '../../worker/executors/process.js';
+import { controllerAddressFileOf } from '../../protocol/controller-address.js';
 
 /**
  * `fleetwise worker`: the agent on an instance (EC2 user data starts it under systemd; the local provider spawns it).
@@ -344,7 +345,8 @@ async function runClaimed(
     (noticeFlags['--spot-notices'] === 'auto' && (onEc2 || imdsUrl !== undefined));
   const log = commandLogger({ component: 'worker', instance: flags.instanceId }, pino.destination(2), env);
   const agent = new WorkerAgent({
-    connection: new ControllerClient(flags.controller),
+    // A worker a local controller spawned follows it to another address (protocol/controller-address.ts).
+    connection: new ControllerClient(flags.controller, undefined, controllerAddressFileOf(env)),
     credentials: { launch, saved },
     // A worker that stops its tasks on exit is its instance (local mode): its process tasks end with it however it
     // ends, a SIGKILL included, instead of running on unsupervised while the controller restarts them elsewhere.

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { CONTROLLER_ADDRESS_FILE_ENV } from '../../protocol/controller-address.js';
 import { LAUNCH_SECRET_ENV, launchSecretFor } from '../../protocol/launch-secret.js';
 import { PROJECT_ROOT } from '../catalog-file.js';
 import { TAG_LAUNCH_TOKEN } from '../provider.js';
@@ -70,6 +71,12 @@ export type InstanceStopOutcome =
 export interface ProcessSpawnerOptions {
   /** Where workers reach the controller; asked at each spawn (the API's port may be known only once it is bound). */
   readonly controllerUrl: string | (() => string);
+  /**
+   * The file the controller keeps its current address in (protocol/controller-address.ts), named to each worker: one
+   * that cannot reach the controller reads it, and so follows a controller restarted on another port. Absent when the
+   * address is fixed (`--worker-controller-url`): the workers keep the one they are given.
+   */
+  readonly controllerAddressFile?: string;
   /** The cluster's worker key: each launch's one-time secret is derived from it and the launch token. */
   readonly launchSecretKey: string;
   readonly executorKind: 'docker' | 'process';
@@ -107,6 +114,7 @@ export class ProcessWorkerSpawner implements WorkerSpawner {
     const env = workerEnvironment(
       process.env,
       launchSecretFor(this.options.launchSecretKey, instance.tags[TAG_LAUNCH_TOKEN] ?? instance.instanceId),
+      this.options.controllerAddressFile,
     );
     // Before the worker starts: a task it runs is always findable through the record.
     recordWorkerEngine(instance.dir, {
@@ -275,11 +283,21 @@ const WITHHELD_ENV = [
   'PGPASSWORD',
 ];
 
-/** The controller's environment minus its credentials, plus the launch's one-time secret. */
-export function workerEnvironment(parent: NodeJS.ProcessEnv, launchSecret: string): NodeJS.ProcessEnv {
+/**
+ * The controller's environment minus its credentials, plus the launch's one-time secret and, when the controller keeps
+ * one, its address file. That variable is set or removed, never inherited: a controller started where it is set must
+ * not hand its workers another controller's file.
+ */
+export function workerEnvironment(
+  parent: NodeJS.ProcessEnv,
+  launchSecret: string,
+  controllerAddressFile?: string,
+): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...parent };
   for (const name of WITHHELD_ENV) delete env[name];
   env[LAUNCH_SECRET_ENV] = launchSecret;
+  if (controllerAddressFile === undefined) delete env[CONTROLLER_ADDRESS_FILE_ENV];
+  else env[CONTROLLER_ADDRESS_FILE_ENV] = controllerAddressFile;
   return env;
 }
 

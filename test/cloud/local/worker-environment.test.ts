@@ -26,4 +26,21 @@ describe("a local worker's environment", () => {
       FLEETWISE_LAUNCH_SECRET: 'one-time',
     });
   });
+
+  it("names the controller's address file when the controller keeps one, and never passes on an inherited one", () => {
+    const inherited = {
+      PATH: '/usr/bin',
+      FLEETWISE_CONTROLLER_ADDRESS_FILE: '/elsewhere/worker-controller-url',
+    };
+    expect(workerEnvironment(inherited, 'one-time', '/state/worker-controller-url')).toEqual({
+      PATH: '/usr/bin',
+      FLEETWISE_LAUNCH_SECRET: 'one-time',
+      FLEETWISE_CONTROLLER_ADDRESS_FILE: '/state/worker-controller-url',
+    });
+    // A fixed address (--worker-controller-url): nothing to follow.
+    expect(workerEnvironment(inherited, 'one-time')).toEqual({
+      PATH: '/usr/bin',
+      FLEETWISE_LAUNCH_SECRET: 'one-time',
+    });
+  });
 });

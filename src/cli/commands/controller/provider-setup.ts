@@ -3,6 +3,10 @@ import type { Catalog } from '../../../core/catalog.js';
 import type { CloudProvider } from '../../../cloud/provider.js';
 import { goneGraceWithin, LocalProvider } from '../../../cloud/local/local-provider.js';
 import { describeLocalCapacity, hostCapacity } from '../../../cloud/local/host-capacity.js';
+import {
+  CONTROLLER_ADDRESS_FILE,
+  recordControllerAddress,
+} from '../../../cloud/local/controller-address-file.js';
 import { ExternalWorkerSpawner, ProcessWorkerSpawner } from '../../../cloud/local/worker-spawner.js';
 import { parseListenAddress } from '../../../controller/api/server.js';
 import type { ControllerConfig } from '../../../controller/config.js';
@@ -91,6 +95,9 @@ async function setUpLocalFleet({
   // several (a load balancer that checks /readyz).
   const given = config.ec2.worker?.controllerUrl;
   let controllerUrl = given ?? `http://${listenHost.includes(':') ? `[${listenHost}]` : listenHost}:${port}`;
+  // Where the workers find this controller's address once it is bound: workers spawned before a restart follow it to
+  // a new port (`--listen HOST:0`). A fixed --worker-controller-url needs no following.
+  const addressFile = given === undefined ? join(config.stateDir, CONTROLLER_ADDRESS_FILE) : undefined;
   process.stdout.write(
     `${describeLocalCapacity(catalog, host)}\n` +
       `local mode: tasks run with the ${kind} executor (${config.executor === 'auto' ? (kind === 'docker' ? 'a Docker engine answered' : 'no Docker engine answered') : 'as configured'})` +
@@ -113,6 +120,7 @@ async function setUpLocalFleet({
         ? new ExternalWorkerSpawner()
         : new ProcessWorkerSpawner({
             controllerUrl: () => controllerUrl,
+            ...(addressFile === undefined ? {} : { controllerAddressFile: addressFile }),
             launchSecretKey: workerToken,
             executorKind: kind,
             // A worker's tasks are stopped at the engine it was spawned with; one spawned before engines were
@@ -144,7 +152,17 @@ async function setUpLocalFleet({
       instanceFile: join(config.stateDir, LOCAL_INSTANCES_FILE),
       // `--listen HOST:0` binds a free port: only then is the address workers must reach known.
       apiBound: (url) => {
-        if (given === undefined) controllerUrl = url;
+        if (addressFile === undefined) return;
+        controllerUrl = url;
+        try {
+          recordControllerAddress(addressFile, url);
+        } catch (e) {
+          log.warn(
+            `could not record this controller's address in ${addressFile} (${(e as Error).message}): workers ` +
+              'started before this restart keep trying the address they were given, and are replaced once they ' +
+              'are taken for silent',
+          );
+        }
       },
     },
     registrar,
