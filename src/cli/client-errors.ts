@@ -5,6 +5,8 @@ import { errorSchema } from './api-responses.js';
 /** An error response from the controller: status, its one-line reason and per-field details. */
 export class ApiError extends Error {
   override name = 'ApiError';
+  /** The message's first line: the request, the status and the reason (and the hint), without the details. */
+  readonly headline: string;
   constructor(
     readonly status: number,
     readonly reason: string,
@@ -15,10 +17,44 @@ export class ApiError extends Error {
     /** What the client adds to the controller's reason (what may be wrong on this side). */
     hint = '',
   ) {
-    super(
-      `${request}: the controller answered ${status}: ${reason}${hint}${details.map((d) => `\n  - ${d}`).join('')}`,
-    );
+    const headline = `${request}: the controller answered ${status}: ${reason}${hint}`;
+    super(`${headline}${details.map((d) => `\n  - ${d}`).join('')}`);
+    this.headline = headline;
   }
+}
+
+/**
+ * The controller's refusal (its ApiError, kept as the cause) as a command tells it: naming what it was for (a file, a
+ * job), with its details as the command words them (a spec file's with their lines), then lines the command adds
+ * (what it had done already, how to send again). --json prints the first line as `error`, the details and the added
+ * lines as `details`, next to the refusal's status and reason (src/cli/main.ts).
+ */
+export class NamedRefusal extends Error {
+  override name = 'NamedRefusal';
+  readonly headline: string;
+  /** The refusal's details as worded here, then the added lines. */
+  readonly details: readonly string[];
+  constructor(
+    what: string,
+    refusal: ApiError,
+    details: readonly string[] = refusal.details,
+    added: readonly string[] = [],
+  ) {
+    const headline = `${what}: ${refusal.headline}`;
+    super(
+      `${headline}${details.map((d) => `\n  - ${d}`).join('')}${added.map((line) => `\n${line}`).join('')}`,
+      { cause: refusal },
+    );
+    this.headline = headline;
+    this.details = [...details, ...added];
+  }
+}
+
+/** The controller's error `error` is or wraps (commands name what an answer was for by wrapping it as the cause). */
+export function apiErrorIn(error: unknown): ApiError | undefined {
+  for (let cause = error; cause instanceof Error; cause = cause.cause)
+    if (cause instanceof ApiError) return cause;
+  return undefined;
 }
 
 /** No answer from the controller: not reached, the connection dropped, or no answer in time. */

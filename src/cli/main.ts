@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { CommanderError } from 'commander';
 import { ValidationError } from '../core/validation.js';
-import { ApiError } from './client-errors.js';
+import { ApiError, apiErrorIn, NamedRefusal } from './client-errors.js';
 import { buildProgram, namedSubcommand, wantsJsonErrors, writeJsonError } from './program.js';
 import { terminalSafe } from './terminal-text.js';
 
@@ -31,16 +31,26 @@ async function main(): Promise<void> {
         );
       process.exit(2);
     }
-    if (json)
-      writeJsonError(
-        // An ApiError's message lists its details on further lines; they are a field of their own here.
-        e instanceof ApiError ? (e.message.split('\n')[0] ?? e.message) : (e as Error).message,
-        e instanceof ApiError ? { status: e.status, reason: e.reason, details: e.details } : {},
-      );
+    if (json) writeJsonError(...jsonError(e));
     // An error may quote the controller, which may quote a task's output.
     else process.stderr.write(`fleetwise: ${terminalSafe((e as Error).message)}\n`);
     process.exit(refusedInput(e) ? 2 : 1);
   }
+}
+
+/**
+ * An error as --json tells it: with the controller's status and reason when it answered, also under a command's
+ * wrapper naming what the answer was for. The details, which a message lists on further lines, are a field of their
+ * own: as the command words them when it kept them apart (a NamedRefusal), else the controller's.
+ */
+function jsonError(e: unknown): [error: string, extra: Record<string, unknown>] {
+  const refusal = apiErrorIn(e);
+  if (refusal === undefined) return [(e as Error).message, {}];
+  const told = e instanceof NamedRefusal || e instanceof ApiError ? e : undefined;
+  return [
+    told?.headline ?? (e as Error).message,
+    { status: refusal.status, reason: refusal.reason, details: told?.details ?? refusal.details },
+  ];
 }
 
 /**
@@ -49,10 +59,8 @@ async function main(): Promise<void> {
  * reach or be served by the controller.
  */
 function refusedInput(e: unknown): boolean {
-  // Commands name the file or step an answer was for by wrapping the controller's error (its `cause`).
-  for (let cause = e; cause instanceof Error; cause = cause.cause)
-    if (cause instanceof ApiError) return [400, 413, 414, 422].includes(cause.status);
-  return false;
+  const refusal = apiErrorIn(e);
+  return refusal !== undefined && [400, 413, 414, 422].includes(refusal.status);
 }
 
 await main();

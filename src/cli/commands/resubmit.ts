@@ -4,6 +4,7 @@ import { ValidationError } from '../../core/validation.js';
 import { arrayMembers } from '../array-members.js';
 import { FleetwiseClient, type SubmittedJob } from '../client.js';
 import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
+import { ApiError, NamedRefusal } from '../client-errors.js';
 import type { JobDocumentResponse } from '../api-responses.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { readJobs } from '../job-reads.js';
@@ -60,11 +61,10 @@ export function registerResubmit(program: Command): void {
         rerun = await rerunOf(client, job, withRenamedDependencies(job.spec, renamed));
       } catch (e) {
         const done = [...renamed].map(([from, to]) => `${from} → ${to}`);
-        throw new Error(
-          `${job.id}: ${(e as Error).message}` +
-            (done.length === 0 ? '' : `\nalready resubmitted: ${formatIdList(done)}`),
-          { cause: e },
-        );
+        const added = done.length === 0 ? [] : [`already resubmitted: ${formatIdList(done)}`];
+        // The controller's refusal keeps its status, reason and details apart for --json.
+        if (e instanceof ApiError) throw new NamedRefusal(job.id, e, e.details, added);
+        throw new Error([`${job.id}: ${(e as Error).message}`, ...added].join('\n'), { cause: e });
       }
       const { again, failedBefore } = rerun;
       renamed.set(job.id, again.id);

@@ -17,7 +17,7 @@ import { queueFieldsOf, warningsOf } from './job.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import { FleetwiseClient, type SubmittedJob } from '../client.js';
 import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
-import { ApiError, ConnectionError } from '../client-errors.js';
+import { ApiError, ConnectionError, NamedRefusal } from '../client-errors.js';
 import type { DryRunResponse, JobSummaryResponse } from '../api-responses.js';
 import { RESUBMISSION_KEY_PREFIX } from '../resubmission.js';
 import { requireJobIds } from '../job-id-arguments.js';
@@ -322,8 +322,8 @@ export function registerSubmit(program: Command): void {
           // The same command with the same base key sends what this one did (each file's spec, its array and the
           // dependencies the chain gave it): the files already answered are answered again, the rest submitted once.
           const hint = lost
-            ? `\nto send it again without risking a second copy, run the same command with --idempotency-key ${baseKey}`
-            : '';
+            ? `to send it again without risking a second copy, run the same command with --idempotency-key ${baseKey}`
+            : undefined;
           throw refusedFile(file, e, checked[i] as CheckedSpecFile, hint);
         }
       submitted.push(job);
@@ -454,15 +454,12 @@ function checkChainSteps(
 }
 
 /**
- * The controller's refusal of a file, named by it; the problems it found (which name fields only: it was sent JSON)
- * with their lines in the file.
+ * The controller's refusal of a file (or the failure to have its answer), named by it: the problems it found (which
+ * name fields only: it was sent JSON) with their lines in the file, kept apart for --json; then `hint`, on a line of
+ * its own.
  */
-function refusedFile(file: string, e: unknown, spec: CheckedSpecFile, hint = ''): Error {
-  const message =
-    e instanceof ApiError && e.details.length > 0
-      ? `${e.message.split('\n')[0] ?? e.message}${withLines(e.details, spec.lineAt)
-          .map((d) => `\n  - ${d}`)
-          .join('')}`
-      : (e as Error).message;
-  return new Error(`${file}: ${message}${hint}`, { cause: e });
+function refusedFile(file: string, e: unknown, spec: CheckedSpecFile, hint?: string): Error {
+  const added = hint === undefined ? [] : [hint];
+  if (e instanceof ApiError) return new NamedRefusal(file, e, withLines(e.details, spec.lineAt), added);
+  return new Error([`${file}: ${(e as Error).message}`, ...added].join('\n'), { cause: e });
 }
