@@ -36,6 +36,7 @@ import {
   type TaskFilter,
   type TaskRecord,
   type TaskState,
+  type TaskStateOptions,
   type TeamTokenRecord,
 } from './state-store.js';
 
@@ -131,8 +132,8 @@ export class MemoryStateStore implements StateStore {
     return this.jobs.countByState();
   }
 
-  setTaskState(id: string, state: TaskState, instanceId?: string): TaskRecord {
-    return this.jobs.setTaskState(id, state, instanceId);
+  setTaskState(id: string, state: TaskState, instanceId?: string, options?: TaskStateOptions): TaskRecord {
+    return this.jobs.setTaskState(id, state, instanceId, options);
   }
 
   recordCheckpoint(taskId: string, key: string, atSeconds?: number, fromInstanceId?: string): TaskRecord {

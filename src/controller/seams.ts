@@ -51,6 +51,11 @@ export interface TaskControl {
   /** The exit code of a task reported `failed`, if known (`unsuccessfulExitCodes`). */
   exitCode?(task: TaskRecord): number | undefined;
   /**
+   * When a task reported `succeeded` or `failed` exited (epoch seconds, its host's clock), if its worker said: an exit
+   * heard late (the controller was down) ends the task, its job or its attempt then, not when it was heard.
+   */
+  exitedAtSeconds?(task: TaskRecord): number | undefined;
+  /**
    * How a task reported `failed` was kept from starting by its instance's host, not its job (a worker's full disk, a
    * container engine down): its job is placed again elsewhere without using an attempt, and a `broken` instance is
    * drained (reconcile/effects/host-faults.ts). Undefined, or absent: every failure is the job's.

@@ -89,6 +89,11 @@ export interface AttemptFailureInput {
   readonly exitCode?: number | undefined;
   /** The task's failure reason (exit code, last output) and what `retryStrategy` made of it. */
   readonly reason: string;
+  /**
+   * When the task failed, if before now (its worker reported the exit late: the controller was down): kept within
+   * the job's run and now. Absent: now.
+   */
+  readonly atSeconds?: number | undefined;
 }
 
 export interface AttemptFailure extends AttemptFailureInput {
@@ -272,6 +277,15 @@ export interface KeptJobIdentity {
   readonly submittedAtSeconds: number;
 }
 
+/** How a task's state is set. */
+export interface TaskStateOptions {
+  /**
+   * When the change happened, if before now (an exit its worker reported late): its `task.state` event takes it (never
+   * after now), so the task's time on its instance ends there. The caller keeps it after the task's last change.
+   */
+  readonly atSeconds?: number | undefined;
+}
+
 /** How a job's state is set. */
 export interface JobStateOptions {
   /**
@@ -360,7 +374,7 @@ export interface StateStore {
    * Move a task to `state`. `instanceId` commits it to an instance (required for starting/running/checkpointing
    * unless already set); pending, stopped, succeeded and failed release it. A task of a finished job can only stop.
    */
-  setTaskState(id: string, state: TaskState, instanceId?: string): TaskRecord;
+  setTaskState(id: string, state: TaskState, instanceId?: string, options?: TaskStateOptions): TaskRecord;
   /**
    * A task's newest checkpoint, with its `task.checkpoint` event (the one event a checkpoint leaves). `fromInstanceId`
    * is the instance that uploaded it, when not the task's own (a moving task checkpoints on the instance it leaves).

@@ -101,6 +101,8 @@ export class WorkerTaskControl implements TaskControl {
   private readonly failures = new Map<string, string>();
   /** Exit codes of failed tasks (a job's `unsuccessfulExitCodes` turn a failure into "unsuccessful"). */
   private readonly exitCodes = new Map<string, number>();
+  /** When ended tasks exited, as their workers reported it (TaskReport.exitedAtSeconds). */
+  private readonly exitTimes = new Map<string, number>();
   /** Failed tasks whose worker said its host, not the job, kept them from starting (a full disk). */
   private readonly hostFaults = new Map<string, HostFaultKind>();
   private readonly checkpointFailures: CheckpointFailures;
@@ -274,6 +276,13 @@ export class WorkerTaskControl implements TaskControl {
         if (report.exitCode !== undefined) this.exitCodes.set(task.id, report.exitCode);
         if (report.hostFault !== undefined) this.hostFaults.set(task.id, report.hostFault);
       }
+      if (
+        (report.state === 'failed' || report.state === 'succeeded') &&
+        report.exitedAtSeconds !== undefined &&
+        !this.exitTimes.has(task.id) &&
+        !this.isStale(report, task)
+      )
+        this.exitTimes.set(task.id, report.exitedAtSeconds);
       if (report.completedIterations !== undefined) {
         this.progress.reported(task.id, report.completedIterations);
         touchedJobs.add(task.jobId);
@@ -312,6 +321,7 @@ export class WorkerTaskControl implements TaskControl {
     this.requests.start(request);
     this.failures.delete(request.task.id);
     this.exitCodes.delete(request.task.id);
+    this.exitTimes.delete(request.task.id);
     this.hostFaults.delete(request.task.id);
     return Promise.resolve();
   }
@@ -345,6 +355,10 @@ export class WorkerTaskControl implements TaskControl {
 
   exitCode(task: TaskRecord): number | undefined {
     return this.exitCodes.get(task.id);
+  }
+
+  exitedAtSeconds(task: TaskRecord): number | undefined {
+    return this.exitTimes.get(task.id);
   }
 
   hostFault(task: TaskRecord): HostFaultKind | undefined {

@@ -160,6 +160,12 @@ export const taskReportSchema = z.strictObject({
   outsideStops: z.number().int().positive().max(MAX_REPORTED_OUTSIDE_STOPS).optional(),
   /** The job attempt this run belongs to (DesiredTask.attempt), so an older attempt's exit is not taken for this one's. */
   attempt: z.number().int().positive().max(1000).optional(),
+  /**
+   * With `succeeded` or `failed`: when the task exited (epoch seconds, the worker's clock), as its exit record says
+   * (src/worker/exit-record.ts). An exit heard late (the controller was down, a later worker replayed the record) is
+   * dated by it, kept within the task's run and now. Absent (an older worker): the controller dates it when it hears.
+   */
+  exitedAtSeconds: z.number().finite().nonnegative().optional(),
 });
 export type TaskReport = z.infer<typeof taskReportSchema>;
 

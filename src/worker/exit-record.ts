@@ -27,6 +27,7 @@ export const taskExitRecordSchema = z.strictObject({
   completedIterations: z.number().nonnegative().optional(),
   /** The cloud id of the instance it ran on. */
   instanceId: z.string().optional(),
+  /** When it exited: what its reports give the controller as its end (TaskReport.exitedAtSeconds). */
   exitedAt: z.string().datetime(),
 });
 export type TaskExitRecord = z.infer<typeof taskExitRecordSchema>;
@@ -63,7 +64,8 @@ export async function readExitRecord(
 
 /**
  * The exit record of a task that exited unasked with `exitCode`, and why it failed in full (the record keeps 4,000
- * characters): the exit code and its last output lines, and whether the out-of-memory killer ended it.
+ * characters): the exit code and its last output lines, and whether the out-of-memory killer ended it. Dated when the
+ * executor says the task ended (a worker that was down meanwhile sees the exit only once it is back), else now.
  */
 export async function exitOf(
   t: LocalTask,
@@ -72,12 +74,13 @@ export async function exitOf(
   cloudInstanceId: string | undefined,
 ): Promise<{ readonly record: TaskExitRecord; readonly reason: string | undefined }> {
   const tail = await executor.logTail(t.taskId, 5).catch(() => '');
+  const status = await executor.status(t.taskId).catch(() => undefined);
   // An exit code of 137 alone does not say the task outgrew its memory: the executor knows it was the OOM killer.
-  const status = exitCode === 0 ? undefined : await executor.status(t.taskId).catch(() => undefined);
   const limit = status?.memoryLimitGiB;
-  const how = status?.oomKilled
-    ? `killed: out of memory (${limit === undefined ? 'no limit' : `limit ${Number(limit.toPrecision(4))} GiB`}), `
-    : '';
+  const how =
+    exitCode !== 0 && status?.oomKilled
+      ? `killed: out of memory (${limit === undefined ? 'no limit' : `limit ${Number(limit.toPrecision(4))} GiB`}), `
+      : '';
   const reason =
     exitCode === 0
       ? undefined
@@ -92,7 +95,13 @@ export async function exitOf(
     ...(reason === undefined ? {} : { reason: reason.slice(0, 4000) }),
     ...(t.completed === undefined ? {} : { completedIterations: t.completed }),
     instanceId: cloudInstanceId,
-    exitedAt: new Date().toISOString(),
+    exitedAt: new Date(exitedAtMs(status?.finishedAt, Date.now())).toISOString(),
   };
   return { record, reason };
+}
+
+/** When a task ended (epoch ms): the executor's finish time, never after now; now when it gives none. */
+export function exitedAtMs(finishedAt: Date | undefined, nowMs: number): number {
+  const at = finishedAt?.getTime();
+  return at === undefined || !Number.isFinite(at) || at <= 0 ? nowMs : Math.min(at, nowMs);
 }

@@ -81,6 +81,7 @@ export async function handleExit(
     const store = ctx.requireStore();
     await ctx.retry(`exit record of ${t.taskId}`, () => writeExitRecord(store, record));
     t.reason = reason;
+    t.exitedAtMs = Date.parse(record.exitedAt);
   }
   if (t.watcher !== undefined) {
     await t.watcher.stop();

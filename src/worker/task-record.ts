@@ -18,6 +18,11 @@ const persistedSchema = z.object({
   startedAtMs: z.number(),
   stopRequested: z.boolean(),
   exitCode: z.number().optional(),
+  /**
+   * When it exited (epoch ms), as its exit record says: kept so that a restarted worker still reports the exit's own
+   * time, not when a controller came to hear of it.
+   */
+  exitedAtMs: z.number().optional(),
   reason: z.string().optional(),
   /**
    * Its start failed because of this host, not its job (host-fault.ts): kept so that a restarted worker still reports
@@ -82,6 +87,7 @@ export async function persistTask(taskDir: string, t: LocalTask): Promise<void> 
     startedAtMs: t.startedAtMs,
     stopRequested: t.stopRequested,
     ...(t.exitCode === undefined ? {} : { exitCode: t.exitCode }),
+    ...(t.exitedAtMs === undefined ? {} : { exitedAtMs: t.exitedAtMs }),
     ...(t.reason === undefined ? {} : { reason: t.reason }),
     ...(t.hostFault === undefined ? {} : { hostFault: t.hostFault }),
     ...(t.restoredFrom === undefined ? {} : { restoredFrom: t.restoredFrom }),
@@ -154,6 +160,7 @@ export function taskFromRecord(taskId: string, saved: PersistedTask): LocalTask 
     startedAtMs: saved.startedAtMs,
     stopRequested: saved.stopRequested,
     exitCode: saved.exitCode,
+    exitedAtMs: saved.exitedAtMs,
     reason: saved.reason,
     hostFault: saved.hostFault,
     restoredFrom: saved.restoredFrom,

@@ -28,7 +28,13 @@ export function taskReport(t: LocalTask, outsideStops = 0): TaskReport {
     ...(checkpointError === undefined ? {} : { checkpointError: checkpointError.slice(0, 4000) }),
     ...(outsideStops > 0 ? { outsideStops: Math.min(outsideStops, MAX_REPORTED_OUTSIDE_STOPS) } : {}),
     ...(t.attempt === undefined ? {} : { attempt: t.attempt }),
+    ...(ended(state) && t.exitedAtMs !== undefined ? { exitedAtSeconds: t.exitedAtMs / 1000 } : {}),
   };
+}
+
+/** A state that ends the task's run: its report says when it exited. */
+function ended(state: ReportedTaskState): boolean {
+  return state === 'succeeded' || state === 'failed';
 }
 
 /**

@@ -50,6 +50,8 @@ export function startTask(ctx: TaskContext, d: DesiredTask): void {
         t.exitCode = exited.exitCode;
         t.reason = exited.reason;
         t.completed = exited.completedIterations;
+        // Its end is when it exited, not when this worker found the record.
+        t.exitedAtMs = Date.parse(exited.exitedAt);
         ctx.log.info(
           `task ${t.taskId} already ${exited.state} (exit ${exited.exitCode ?? '?'}) on ${exited.instanceId ?? 'another instance'} at ${exited.exitedAt}: not run again`,
         );

@@ -384,6 +384,38 @@ describe.each(implementations)('%s (StateStore contract)', (_name, make) => {
       expect(job.id).toBe('job-1');
     });
 
+    it("dates a task's end and an attempt's failure at the time given (an exit heard late), never after now", () => {
+      const { id } = store.submitJob(RESNET);
+      const inst = store.createInstance({ typeName: 'p3.2xlarge' });
+      store.setTaskState(`${id}.0`, 'running', inst.id);
+      store.setJobState(id, 'starting');
+      store.setJobState(id, 'running');
+      clock = 1100;
+      const failed = store.setTaskState(`${id}.0`, 'failed', undefined, { atSeconds: 1040 });
+      // The record changed now; the change happened when the task exited.
+      expect(failed.updatedAtSeconds).toBe(1100);
+      const [end] = store.listEvents({ taskId: `${id}.0`, kind: 'task.state', newestFirst: true, limit: 1 });
+      expect(end).toMatchObject({ atSeconds: 1040, data: { from: 'running', to: 'failed' } });
+      const retried = store.retryJob(
+        id,
+        { taskId: `${id}.0`, reason: 'exit code 4', atSeconds: 1040 },
+        'again',
+      );
+      expect(retried.attemptFailures?.[0]?.atSeconds).toBe(1040);
+      expect(retried.updatedAtSeconds).toBe(1100);
+      // A time ahead of this host's clock is now.
+      store.setTaskState(`${id}.0`, 'running', inst.id);
+      clock = 1200;
+      store.setTaskState(`${id}.0`, 'succeeded', undefined, { atSeconds: 5000 });
+      const [ahead] = store.listEvents({
+        taskId: `${id}.0`,
+        kind: 'task.state',
+        newestFirst: true,
+        limit: 1,
+      });
+      expect(ahead?.atSeconds).toBe(1200);
+    });
+
     it('refuses to place tasks on a terminated instance or of a finished job, but lets them stop', () => {
       const { id } = store.submitJob(RESNET);
       const dead = store.createInstance({ typeName: 'p3.2xlarge' });

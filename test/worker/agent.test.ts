@@ -268,8 +268,16 @@ describe('worker agent (fake controller over HTTP, real process executor)', () =
       const first = agentOn(join(tmp, `${taskId}-first`));
       controller.answer = [runTask(taskId, command, { EXIT: exit })];
       await first.agent.register();
-      await tickUntil(first.agent, `${taskId} to end`, (r) => r?.state === state, taskId);
+      const ended = await tickUntil(first.agent, `${taskId} to end`, (r) => r?.state === state, taskId);
       await first.agent.run(AbortSignal.abort());
+      // Its end is dated by its exit record, which the next worker reports too.
+      const record = await readExitRecord(
+        new FsObjectStore(storeDir),
+        { jobId: taskId.slice(0, -2), taskId },
+        1,
+      );
+      const exitedAtSeconds = Date.parse(record?.exitedAt ?? '') / 1000;
+      expect(ended.exitedAtSeconds).toBe(exitedAtSeconds);
       // Another worker is asked to run it again, from its checkpoints: it reports the end instead.
       const second = agentOn(join(tmp, `${taskId}-second`));
       controller.answer = [{ ...runTask(taskId, command, { EXIT: exit }), restore: true, attempt: 1 }];
@@ -283,7 +291,7 @@ describe('worker agent (fake controller over HTTP, real process executor)', () =
           .flatMap((h) => h.tasks)
           .find((r) => r.taskId === taskId && r.state === state);
       });
-      expect(reported).toMatchObject({ state, exitCode: Number(exit), attempt: 1 });
+      expect(reported).toMatchObject({ state, exitCode: Number(exit), attempt: 1, exitedAtSeconds });
       if (state === 'failed') expect(reported.reason).toMatch(/^exit code 3/);
       expect(await second.executor.list()).toEqual([]); // nothing was started
       expect(second.logger.lines.some((l) => l.includes(`task ${taskId} already ${state}`))).toBe(true);

@@ -168,7 +168,24 @@ export function withMigrationCounted(job: JobRecord, nowSeconds: number): Change
   return { record: { ...job, migrations: job.migrations + 1, updatedAtSeconds: nowSeconds } };
 }
 
-/** The job's next attempt after `failure` ended the current one (its state is the caller's to move). */
+/**
+ * When a task reported ended exited: the time its worker reported (`reportedSeconds`), never before the task's run
+ * began (`runSinceSeconds`, its last state change: a clock behind this host's) nor after now (one ahead); now when it
+ * reported none, as an older worker does.
+ */
+export function exitedWithin(
+  reportedSeconds: number | undefined,
+  runSinceSeconds: number,
+  nowSeconds: number,
+): number {
+  if (reportedSeconds === undefined || !Number.isFinite(reportedSeconds)) return nowSeconds;
+  return Math.min(nowSeconds, Math.max(Math.min(runSinceSeconds, nowSeconds), reportedSeconds));
+}
+
+/**
+ * The job's next attempt after `failure` ended the current one (its state is the caller's to move). The failure is
+ * dated at its `atSeconds` (the task's exit, heard late), within the job's run and now, else now.
+ */
 export function withRetry(
   job: JobRecord,
   failure: AttemptFailureInput,
@@ -181,7 +198,7 @@ export function withRetry(
     taskId: failure.taskId,
     ...(failure.exitCode === undefined ? {} : { exitCode: failure.exitCode }),
     reason: failure.reason,
-    atSeconds: nowSeconds,
+    atSeconds: changedAt(job, nowSeconds, failure.atSeconds),
   };
   return {
     record: {
@@ -229,7 +246,9 @@ export function withProgress(
 
 /**
  * `instance` is the record the task is to be committed to (already looked up by the store), if one was named.
- * Placed states keep or take an instance; the others release it.
+ * Placed states keep or take an instance; the others release it. `atSeconds` dates a change that happened before now
+ * (an exit heard late, `exitedWithin`): its event takes it, never after now, so the cost replay ends the task's time
+ * on its instance there; the record's update time stays now.
  */
 export function transitionTask(
   task: TaskRecord,
@@ -237,6 +256,7 @@ export function transitionTask(
   to: TaskState,
   instance: InstanceRecord | undefined,
   nowSeconds: number,
+  atSeconds?: number,
 ): Change<TaskRecord> {
   const placed = PLACED_TASK_STATES.includes(to);
   if (isFinalJobState(job.state) && (placed || to === 'pending'))
@@ -259,8 +279,11 @@ export function transitionTask(
   if (task.state === to && task.instanceId === instanceId) return { record: task };
   const record: TaskRecord = { ...task, state: to, instanceId, updatedAtSeconds: nowSeconds };
   const where = instanceId === undefined ? '' : ` on ${instanceId}`;
+  const at =
+    atSeconds === undefined || !Number.isFinite(atSeconds) ? nowSeconds : Math.min(nowSeconds, atSeconds);
   return {
     record,
+    ...(at === nowSeconds ? {} : { atSeconds: at }),
     event: {
       kind: 'task.state',
       jobId: task.jobId,

@@ -26,6 +26,7 @@ import type {
   TaskFilter,
   TaskRecord,
   TaskState,
+  TaskStateOptions,
   TeamTokenRecord,
 } from '../state-store.js';
 import type { SqlConnection } from './sql/connection.js';
@@ -141,8 +142,8 @@ export abstract class SqlStateStore implements StateStore {
     return this.jobs.listTasks(filter);
   }
 
-  setTaskState(id: string, state: TaskState, instanceId?: string): TaskRecord {
-    return this.jobs.setTaskState(id, state, instanceId);
+  setTaskState(id: string, state: TaskState, instanceId?: string, options?: TaskStateOptions): TaskRecord {
+    return this.jobs.setTaskState(id, state, instanceId, options);
   }
 
   recordCheckpoint(taskId: string, key: string, atSeconds?: number, fromInstanceId?: string): TaskRecord {

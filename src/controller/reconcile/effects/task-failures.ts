@@ -37,9 +37,17 @@ export function announce(ctx: ReconcileContext, outcome: JobOutcome): void {
 /**
  * A task of `job` failed (its state already says so; `task` as it was, on its instance): when its instance's host was
  * at fault, the job is queued again without using an attempt (host-faults.ts); otherwise the job ends unsuccessful on
- * one of its `unsuccessfulExitCodes`, is retried when its `retryStrategy` says so, and fails otherwise.
+ * one of its `unsuccessfulExitCodes`, is retried when its `retryStrategy` says so, and fails otherwise. `exitedAt`:
+ * when the task exited, if before now (heard late: task-exit-times.ts); the job's end or its attempt's failure is
+ * dated then.
  */
-export function taskFailed(ctx: ReconcileContext, job: JobRecord, task: TaskRecord): JobOutcome {
+export function taskFailed(
+  ctx: ReconcileContext,
+  job: JobRecord,
+  task: TaskRecord,
+  exitedAt?: number,
+): JobOutcome {
+  const at = { atSeconds: exitedAt };
   const host = hostFaultOutcome(ctx, job, task, (reason) => releaseForNextPlacement(ctx, job, reason));
   if (host?.kind === 'requeued')
     return {
@@ -57,6 +65,7 @@ export function taskFailed(ctx: ReconcileContext, job: JobRecord, task: TaskReco
         job.id,
         'unsuccessful',
         `task ${task.id} exited with ${code}, one of the job's unsuccessfulExitCodes`,
+        at,
       ),
     );
   }
@@ -75,6 +84,7 @@ export function taskFailed(ctx: ReconcileContext, job: JobRecord, task: TaskReco
         code,
         `attempt ${attempt} of ${verdict.attempts} failed: task ${task.id}, ${verdict.why}`,
         why ?? 'failed',
+        exitedAt,
       ),
     );
   stopOtherTasks(ctx, job, false);
@@ -85,6 +95,7 @@ export function taskFailed(ctx: ReconcileContext, job: JobRecord, task: TaskReco
       job.spec.retryStrategy === undefined
         ? failure
         : `attempt ${attempt} of ${verdict.attempts}, ${verdict.why}: ${failure}`,
+      at,
     ),
   );
 }
@@ -101,11 +112,17 @@ function retryJob(
   exitCode: number | undefined,
   reason: string,
   why: string,
+  exitedAt: number | undefined,
 ): JobRecord {
   releaseForNextPlacement(ctx, job, reason);
   return ctx.store.retryJob(
     job.id,
-    { taskId: failed.id, ...(exitCode === undefined ? {} : { exitCode }), reason: why },
+    {
+      taskId: failed.id,
+      ...(exitCode === undefined ? {} : { exitCode }),
+      reason: why,
+      ...(exitedAt === undefined ? {} : { atSeconds: exitedAt }),
+    },
     reason,
   );
 }

@@ -31,6 +31,7 @@ import { abandonStartsTo, endMoveToCount, moveToCountKey, releaseTasksOn, settle
 import { Slices } from '../yielding.js';
 import { hasSpotNotice } from '../../spot-interruptions.js';
 import { notePrepared, notePreparedJobs } from './prepared-jobs.js';
+import { lastEndOf, reportedExitAt } from './task-exit-times.js';
 import { announce, outcomeOf, taskFailed, type JobOutcome } from './task-failures.js';
 
 /** Task effects: stops (checkpointing off an instance), starts once their gate opens, and task completions. */
@@ -538,7 +539,9 @@ export async function pollTaskStatuses(ctx: ReconcileContext): Promise<number> {
       // Ended, or moved off, while the pass let the API in.
       if (isFinalJobState(job.state) || current.state !== 'running' || current.instanceId !== instanceId)
         return undefined;
-      ctx.store.setTaskState(task.id, status);
+      // Ended when it exited, which a controller that was down hears only now (task-exit-times.ts).
+      const exitedAt = reportedExitAt(ctx.store, ctx.deps.tasks, current, ctx.deps.clock.nowSeconds());
+      ctx.store.setTaskState(task.id, status, undefined, { atSeconds: exitedAt });
       ended += 1;
       const all = ctx.store.listTasks({ jobId: job.id });
       if (status === 'succeeded')
@@ -547,9 +550,13 @@ export async function pollTaskStatuses(ctx: ReconcileContext): Promise<number> {
           ctx.store.failIntent(start.id, `task ${task.id} succeeded`);
       const outcome: JobOutcome | undefined =
         status === 'failed'
-          ? taskFailed(ctx, job, task)
+          ? taskFailed(ctx, job, task, exitedAt)
           : all.every((t) => t.state === 'succeeded')
-            ? outcomeOf(ctx.store.setJobState(job.id, 'succeeded'))
+            ? outcomeOf(
+                ctx.store.setJobState(job.id, 'succeeded', undefined, {
+                  atSeconds: lastEndOf(ctx.store, all),
+                }),
+              )
             : undefined;
       // Ended: a move of it kept to count never will be (its stops, if any, find no task to stop).
       if (outcome !== undefined && isFinalJobState(outcome.job.state)) endMoveToCount(ctx, job.id);

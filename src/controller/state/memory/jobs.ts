@@ -14,6 +14,7 @@ import {
   type TaskFilter,
   type TaskRecord,
   type TaskState,
+  type TaskStateOptions,
 } from '../../state-store.js';
 import {
   frozenCopy,
@@ -146,13 +147,18 @@ export class MemoryJobs {
     return { jobs, tasks };
   }
 
-  setTaskState(id: string, state: TaskState, instanceId?: string): TaskRecord {
+  setTaskState(
+    id: string,
+    state: TaskState,
+    instanceId?: string,
+    options: TaskStateOptions = {},
+  ): TaskRecord {
     return this.transaction(() => {
       const task = this.task(id);
       const instance = instanceId === undefined ? undefined : this.instances.existing(instanceId);
       return this.events.applyChange(
         this.tasks,
-        transitionTask(task, this.job(task.jobId), state, instance, this.tx.now()),
+        transitionTask(task, this.job(task.jobId), state, instance, this.tx.now(), options.atSeconds),
       );
     });
   }

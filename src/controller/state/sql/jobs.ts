@@ -15,6 +15,7 @@ import {
   type TaskFilter,
   type TaskRecord,
   type TaskState,
+  type TaskStateOptions,
 } from '../../state-store.js';
 import {
   jobSeqOf,
@@ -202,12 +203,17 @@ export class JobQueries {
     return { jobs: count('jobs', JOB_STATES), tasks: count('tasks', TASK_STATES) };
   }
 
-  setTaskState(id: string, state: TaskState, instanceId?: string): TaskRecord {
+  setTaskState(
+    id: string,
+    state: TaskState,
+    instanceId?: string,
+    options: TaskStateOptions = {},
+  ): TaskRecord {
     return this.connection.transaction(() => {
       const task = this.task(id);
       const instance = instanceId === undefined ? undefined : this.instances.existing(instanceId);
       return this.applyTask(
-        transitionTask(task, this.job(task.jobId), state, instance, this.connection.now()),
+        transitionTask(task, this.job(task.jobId), state, instance, this.connection.now(), options.atSeconds),
       );
     });
   }
@@ -252,7 +258,7 @@ export class JobQueries {
       t.updatedAtSeconds,
       t.id,
     );
-    if (change.event !== undefined) this.events.emit(change.event, this.connection.now());
+    if (change.event !== undefined) this.events.emit(change.event, change.atSeconds ?? this.connection.now());
     return this.task(t.id);
   }
 
