@@ -33,23 +33,42 @@ export function addConnectionOptions(command: Command): Command {
     );
 }
 
-/** `10.0.0.5:7070` → `http://10.0.0.5:7070`; a trailing slash is dropped. */
-export function normalizeServer(server: string): string {
+/**
+ * `10.0.0.5:7070` → `http://10.0.0.5:7070`; a trailing slash is dropped. `source` is what named the address, for
+ * its problems.
+ */
+export function normalizeServer(server: string, source = '--server'): string {
   const trimmed = server.trim().replace(/\/+$/, '');
   const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(trimmed) ? trimmed : `http://${trimmed}`;
   let url: URL;
   try {
     url = new URL(withScheme);
   } catch {
-    throw new ValidationError('--server', [
-      `${JSON.stringify(server)}: expected a URL like http://${LOCAL_DEFAULT_LISTEN}`,
+    throw new ValidationError(source, [
+      `${JSON.stringify(withoutCredentials(server))}: expected a URL like http://${LOCAL_DEFAULT_LISTEN}`,
     ]);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:')
-    throw new ValidationError('--server', [
-      `${JSON.stringify(server)}: only http:// and https:// are supported`,
+  // fetch refuses such an address, quoting it, and every message naming the address would print the password; the
+  // controller takes a token, not a user and password.
+  if (url.username !== '' || url.password !== '')
+    throw new ValidationError(source, [
+      `the address holds a user name or password, which the controller does not take: give the address alone ` +
+        `(e.g. http://${LOCAL_DEFAULT_LISTEN}) and the API token with --token or ${TOKEN_ENV}`,
     ]);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new ValidationError(source, [`${JSON.stringify(server)}: only http:// and https:// are supported`]);
   return withScheme;
+}
+
+/**
+ * An address as an error may echo it: everything before its last `@` is masked with the scheme kept, as a password
+ * there may hold any character (an address that does not parse has no parts to go by).
+ */
+function withoutCredentials(server: string): string {
+  const at = server.lastIndexOf('@');
+  if (at === -1) return server;
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(server)?.[0] ?? '';
+  return `${scheme}***${server.slice(at)}`;
 }
 
 /** A controller to talk to, the token for it, and where they were found (for hints when the controller refuses). */
@@ -79,6 +98,9 @@ export function resolveConnection(
   const server = given(options.server) ?? given(env[SERVER_ENV]);
   const token = given(options.token) ?? given(env[TOKEN_ENV]);
   const tokenSource = given(options.token) === undefined ? TOKEN_ENV : '--token';
+  // Checked before anything quotes the address.
+  if (server !== undefined)
+    normalizeServer(server, given(options.server) === undefined ? SERVER_ENV : '--server');
   if (token !== undefined) requireSendableToken(token, tokenSource);
   if (server !== undefined && token !== undefined) return { server, token };
   if (token !== undefined)

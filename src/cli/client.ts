@@ -36,6 +36,7 @@ import {
 import { sendUntilAnswered } from './keyed-resend.js';
 import { normalizeServer, resolveConnection, type ConnectionOptions } from './client-connection.js';
 import { ApiError, apiErrorOf, ConnectionError, networkReason, safeJson } from './client-errors.js';
+import { FETCH_BAD_PORT_REASON } from '../protocol/fetch-bad-ports.js';
 
 /**
  * The HTTP client the `fleetwise` commands use to talk to a controller's API (src/controller/api). Every response is
@@ -344,12 +345,7 @@ export class FleetwiseClient {
         signal: this.signalFor(LOG_STREAM_TIMEOUT_MS),
       });
     } catch (e) {
-      throw new ConnectionError(
-        `cannot reach the controller at ${this.server} (${what}): ${networkReason(e)}`,
-        {
-          cause: e,
-        },
-      );
+      throw this.unreached(what, e);
     }
     if (!response.ok)
       throw apiErrorOf(
@@ -458,6 +454,25 @@ export class FleetwiseClient {
     });
   }
 
+  /**
+   * A request that got no answer. fetch refuses some ports outright (its bad ports): that is said as such, and not as
+   * a ConnectionError, which commands that poll would wait through, as no later try can get through.
+   */
+  private unreached(what: string, e: unknown): Error {
+    const reason = networkReason(e);
+    const where = `cannot reach the controller at ${this.server} (${what})`;
+    const found = this.origin === undefined ? '' : `; found as ${this.origin}`;
+    if (reason === FETCH_BAD_PORT_REASON)
+      return new Error(
+        `${where}: port ${new URL(this.server).port} is one HTTP clients refuse (fetch's bad ports)${found}; ` +
+          'start the controller on another port (--listen HOST:PORT) and reach it there',
+        { cause: e },
+      );
+    const hint =
+      found === '' ? '' : `${found}: is it running (npm start, or fleetwise controller --provider local)?`;
+    return new ConnectionError(`${where}: ${reason}${hint}`, { cause: e });
+  }
+
   private async request<S extends z.ZodType>(
     method: 'GET' | 'POST',
     path: string,
@@ -499,14 +514,7 @@ export class FleetwiseClient {
         signal: this.signalFor(options.timeoutMs ?? DEFAULT_TIMEOUT_MS),
       });
     } catch (e) {
-      const hint =
-        this.origin === undefined
-          ? ''
-          : `; found as ${this.origin}: is it running (npm start, or fleetwise controller --provider local)?`;
-      throw new ConnectionError(
-        `cannot reach the controller at ${this.server} (${what}): ${networkReason(e)}${hint}`,
-        { cause: e },
-      );
+      throw this.unreached(what, e);
     }
     let answer: Buffer;
     try {

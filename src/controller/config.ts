@@ -14,6 +14,7 @@ import { DEFAULT_REPORTS_KEPT } from './report-retention.js';
 import { DEFAULT_LEASE_SETTINGS, leaseSettingsSchema } from './ha/lease.js';
 import { isPostgresUrl } from './state/postgres/conninfo.js';
 import { extraTagsSchema } from '../cloud/provider.js';
+import { FETCH_BAD_PORTS, badPortOfUrl, badPortProblem } from '../protocol/fetch-bad-ports.js';
 
 /**
  * The controller's configuration: a YAML (or JSON) file, with command-line flags overriding it field by field
@@ -259,7 +260,7 @@ const ec2Schema = z
     worker: z
       .strictObject({
         /** Where workers reach this controller's API. */
-        controllerUrl: z.string().min(1),
+        controllerUrl: z.string().min(1).superRefine(refuseBadPortUrl),
         packageSpec: z.string().min(1).optional(),
         nodeVersion: z.string().min(1).optional(),
         templatePath: z.string().min(1).optional(),
@@ -379,6 +380,11 @@ export const controllerConfigSchema = z
       .string()
       .regex(LISTEN, 'HOST:PORT, e.g. 127.0.0.1:8080')
       .refine((l) => Number(LISTEN.exec(l)?.[2] ?? 0) <= 65535, 'the port must be at most 65535')
+      // Served there, the API would be out of reach of every client, all of which speak through fetch.
+      .superRefine((l, ctx) => {
+        const port = Number(LISTEN.exec(l)?.[2] ?? 0);
+        if (FETCH_BAD_PORTS.has(port)) ctx.addIssue({ code: 'custom', message: badPortProblem(port) });
+      })
       .optional(),
     /**
      * The API address this controller publishes with the lease (PostgreSQL state), which standbys name in their 503
@@ -391,6 +397,7 @@ export const controllerConfigSchema = z
         isHttpUrl,
         'an http:// or https:// URL where clients reach this controller, e.g. http://box-a:7070',
       )
+      .superRefine(refuseBadPortUrl)
       .optional(),
     /**
      * Who may read `/metrics`: anyone who reaches the API (`none`, Prometheus's usual way), or only a scraper with the
@@ -560,6 +567,12 @@ export interface ControllerConfig extends ParsedControllerConfig {
   readonly pollSeconds: number;
   /** Absolute. */
   readonly stateDir: string;
+}
+
+/** A URL clients would be sent to that names a port fetch refuses. */
+function refuseBadPortUrl(url: string, ctx: z.RefinementCtx): void {
+  const port = badPortOfUrl(url);
+  if (port !== undefined) ctx.addIssue({ code: 'custom', message: badPortProblem(port) });
 }
 
 function isHttpUrl(text: string): boolean {

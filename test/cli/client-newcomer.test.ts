@@ -14,6 +14,7 @@ import {
 } from '../controller/api-fake-service.js';
 import { CLI, ensureBuiltCli, runCli, type CliResult } from '../helpers/built-cli.js';
 import { bareEnv } from '../helpers/local-controller.js';
+import { freePort } from '../helpers/test-ports.js';
 
 /**
  * The client commands a newcomer meets, through the built CLI in a subprocess against a real API server (the fake
@@ -144,11 +145,17 @@ describe('the client a newcomer meets (CLI subprocess)', { timeout: CLI_TEST_TIM
       rmSync(nowhere, { recursive: true, force: true });
     }
 
-    // A local controller that is not running: the error says where the address came from.
-    writeFileSync(join(checkout, '.fleetwise', 'api-url'), 'http://127.0.0.1:9\n');
+    // A local controller that is not running: the error says where the address came from. (Not port 9 or another
+    // of fetch's bad ports, which fetch refuses without trying: that error says so instead.)
+    const downPort = await freePort();
+    writeFileSync(join(checkout, '.fleetwise', 'api-url'), `http://127.0.0.1:${downPort}\n`);
     const down = await runCli(['jobs'], bareEnv(), { cwd: checkout });
     expect(down.code).toBe(1);
-    expect(down.stderr).toMatch(/cannot reach the controller at http:\/\/127\.0\.0\.1:9 .*is it running/);
+    expect(down.stderr).toMatch(
+      new RegExp(
+        `cannot reach the controller at http://127\\.0\\.0\\.1:${downPort} .*ECONNREFUSED.*is it running`,
+      ),
+    );
 
     // A controller at that address that refuses the local admin token keeps its state elsewhere: the error says so.
     writeFileSync(join(checkout, '.fleetwise', 'api-url'), `${server.url}\n`);

@@ -26,6 +26,7 @@ import { loadConfigAndCatalog, withStateInstanceTypes } from './controller/confi
 import { crashInjectorFromEnv } from './controller/crash-injection.js';
 import { setUpFleet } from './controller/provider-setup.js';
 import { submitOnStart } from './controller/quick-start-submit.js';
+import { checkSubmitFiles } from './controller/submit-files-check.js';
 import {
   METRICS_TOKEN_ENV,
   adminTokenFor,
@@ -80,6 +81,7 @@ export async function runController(
     throw new ValidationError('--submit', [
       'submits through the API, which this controller does not serve: give --listen HOST:PORT (local mode listens by default)',
     ]);
+  await checkSubmitFiles(flags.submit ?? []);
   refuseUnusedMetricsToken(env, config.metricsAuth);
   const releaseStateDir = claimStateDirectory(config);
   const log = makeLogger(logFormat);
