@@ -14,10 +14,17 @@ import { ensureBuiltCli, runCli, type CliResult } from '../helpers/built-cli.js'
  */
 let server: ApiServer;
 let service: FakeControllerService;
+/** Reads of a job by the API: a poll of `wait` reads each of its jobs. */
+let jobReads = 0;
 
 beforeAll(async () => {
   ensureBuiltCli();
   service = fakeWithTeams();
+  const getJob = service.store.getJob.bind(service.store);
+  service.store.getJob = (id) => {
+    jobReads += 1;
+    return getJob(id);
+  };
   server = await startApiServer(service, { listen: '127.0.0.1:0', adminToken: ADMIN_TOKEN });
 }, 240_000);
 afterAll(() => server.close());
@@ -57,8 +64,15 @@ function end(id: string, state: JobState, reason?: string): void {
   service.store.setJobState(id, state, reason);
 }
 
-/** Until the subprocess has polled at least once (its first poll finds nothing ended). */
-const afterFirstPoll = (): Promise<void> => new Promise((r) => setTimeout(r, 1500));
+/** Until the subprocess has polled at least once (its first poll finds nothing ended), however slow its start. */
+async function afterFirstPoll(): Promise<void> {
+  const before = jobReads;
+  const deadline = Date.now() + 60_000;
+  while (jobReads === before) {
+    if (Date.now() > deadline) throw new Error('wait never polled the controller');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
 
 it('prints each end as it comes, and exits 0 when every job succeeded, 1 when one did not', async () => {
   const a = service.submit(spec('prepare'), 'vision').id;
