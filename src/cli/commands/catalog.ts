@@ -1,6 +1,5 @@
-import { randomUUID } from 'node:crypto';
-import { rename, rm, stat, writeFile } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import { stat } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { catalogToFile, parseCatalog, regionSchema, type Catalog } from '../../core/catalog.js';
@@ -13,6 +12,7 @@ import type { PricingApi } from '../../cloud/aws/pricing.js';
 import type { SpotPriceApi } from '../../cloud/aws/spot-prices.js';
 import { fixturePricingApi, PRICING_FIXTURE_DIR_ENV } from '../../cloud/aws/pricing-fixture.js';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
+import { writeFilesAtomically } from '../atomic-file.js';
 import { checkOutputFile } from '../output-target.js';
 
 const refreshOptionsSchema = z.object({
@@ -48,18 +48,6 @@ export interface CatalogRefreshDeps {
   readonly now: () => Date;
   readonly stdout: (text: string) => void;
   readonly stderr: (text: string) => void;
-}
-
-/** Write atomically (temp file + rename), so a failed refresh never leaves a half-written catalog behind. */
-async function writeFileAtomic(path: string, text: string): Promise<void> {
-  const temp = join(dirname(path), `.${randomUUID()}.tmp`);
-  try {
-    await writeFile(temp, text, 'utf8');
-    await rename(temp, path);
-  } catch (e) {
-    await rm(temp, { force: true });
-    throw e;
-  }
 }
 
 /**
@@ -123,7 +111,8 @@ export async function runCatalogRefresh(rawOptions: unknown, deps: CatalogRefres
   if (options.out === undefined) {
     deps.stdout(text);
   } else {
-    await writeFileAtomic(resolve(options.out), text);
+    // Whole or not at all: a failed refresh never leaves a half-written catalog behind.
+    writeFilesAtomically([{ path: options.out, text, flag: '--out' }]);
     deps.stderr(`wrote ${catalog.types.length} instance types for ${options.region} to ${options.out}\n`);
   }
   return refreshed;

@@ -1,10 +1,10 @@
-import { writeFileSync } from 'node:fs';
 import { ValidationError } from '../../core/validation.js';
 import { parseFileWith } from '../../controller/settings-file-fields.js';
 import type { SerializedColocationTable } from '../../scheduler/colocation-table.js';
 import { serializedColocationTableSchema } from '../../scheduler/colocation-table-schema.js';
 import type { RunRequest } from '../../sim/run-request.js';
 import type { RunResult } from '../../world/run-result.js';
+import { writeFilesAtomically, type OutputFile } from '../atomic-file.js';
 import { readFlagFileWithLines } from '../flag-file.js';
 import { checkOutputFile } from '../output-target.js';
 
@@ -47,15 +47,23 @@ export function saveLearnedColocation(path: string, results: readonly RunResult[
   writeColocationTableFile(path, learned);
 }
 
-/** Writes a learned table as `readColocationTableFile` reads it; `flag` names the file in an error. */
+/** A learned table as `readColocationTableFile` reads it, to write to `path`; `flag` names the file in an error. */
+export function colocationTableOutput(
+  path: string,
+  table: SerializedColocationTable,
+  flag = '--save-colocation-table',
+): OutputFile {
+  return { path, text: `${JSON.stringify(table, null, 1)}\n`, flag };
+}
+
+/**
+ * Writes a learned table as `readColocationTableFile` reads it, whole or not at all: a failure (a full disk) leaves
+ * the file as it was and is an OutputFileError naming `flag` and the path (exit 1, not invalid input).
+ */
 export function writeColocationTableFile(
   path: string,
   table: SerializedColocationTable,
   flag = '--save-colocation-table',
 ): void {
-  try {
-    writeFileSync(path, `${JSON.stringify(table, null, 1)}\n`, 'utf8');
-  } catch (e) {
-    throw new ValidationError(flag, [`cannot write ${path}: ${(e as Error).message}`]);
-  }
+  writeFilesAtomically([colocationTableOutput(path, table, flag)]);
 }

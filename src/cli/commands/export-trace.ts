@@ -1,4 +1,4 @@
-import { statSync, writeFileSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
@@ -11,8 +11,9 @@ import {
 import { historyTrace, type StateHistory } from '../../sim/controller-runtime/state-history.js';
 import type { SerializedColocationTable } from '../../scheduler/colocation-table.js';
 import { serializedColocationTableSchema } from '../../scheduler/colocation-table-schema.js';
+import { writeFilesAtomically, type OutputFile } from '../atomic-file.js';
 import { checkOutputFile, realTarget } from '../output-target.js';
-import { writeColocationTableFile } from './colocation-table-file.js';
+import { colocationTableOutput } from './colocation-table-file.js';
 import { DB_FILE } from './controller.js';
 
 /**
@@ -105,7 +106,7 @@ export function runExportTrace(flags: ExportTraceFlags): void {
     if (postgresUrl === undefined) checkOutsideStateDir(file, flag, options['--state-dir']);
     checkOutputFile(file, flag);
   }
-  // The table is written second: into the trace's file, it would replace the trace after both were reported written.
+  // Written together, one file would end up holding only one of them after both were reported written.
   if (options['--out'] !== undefined && tableFile !== undefined && sameFile(options['--out'], tableFile))
     throw new ValidationError('--out / --colocation-table', [
       `${options['--out']} and ${tableFile} are the same file: give the trace and the co-location table a file each`,
@@ -137,9 +138,14 @@ export function runExportTrace(flags: ExportTraceFlags): void {
         : `no job ran or declares expectedDurationSeconds (${skipped.map((s) => `${s.id}: ${s.reason}`).join('; ')})`,
     ]);
   const text = `${JSON.stringify(document, null, 2)}\n`;
+  const files: OutputFile[] = [
+    ...(options['--out'] === undefined ? [] : [{ path: options['--out'], text, flag: '--out' }]),
+    ...(saved === undefined ? [] : [colocationTableOutput(saved.file, saved.table, '--colocation-table')]),
+  ];
+  // Both or neither, each whole (a full disk leaves the files as they were), and before stdout: a reader of stdout
+  // gone ends the process at its next write (main.ts), the table unwritten.
+  writeFilesAtomically(files);
   if (options['--out'] === undefined) process.stdout.write(text);
-  else writeFileSync(options['--out'], text);
-  if (saved !== undefined) writeColocationTableFile(saved.file, saved.table, '--colocation-table');
   const measured = document.jobs.filter((j) => j.durationFrom === 'measured').length;
   process.stderr.write(
     `exported ${document.jobs.length} job(s) (${measured} measured, ${document.jobs.length - measured} declared)` +

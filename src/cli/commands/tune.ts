@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
 import { z } from 'zod';
@@ -44,6 +44,7 @@ import type { RunRequest } from '../../sim/run-request.js';
 import { SCHEDULER_NAMES, type SchedulerName } from '../../scheduler/registry.js';
 import { formatTable } from '../table.js';
 import { batchProgress, type BatchProgress } from '../batch-progress.js';
+import { failureReason, OutputFileError, writeFilesAtomically } from '../atomic-file.js';
 import { checkOutputDirectory } from '../output-target.js';
 import { checkEveryJobAdmissible } from '../../world/never-fits.js';
 import { spotOnlySchedulers } from './simulate-flag-rules.js';
@@ -288,6 +289,9 @@ async function tune(raw: RawTuneOptions): Promise<void> {
     tunedSettingsYaml(o, prices);
 
   // Files first: a reader of stdout gone (`| head`) ends the process at its next write (main.ts), files unwritten.
+  // A report that cannot be written (a full disk) loses nothing else: the result still goes to stdout, then the
+  // failure ends the command.
+  let unwritten: OutputFileError | undefined;
   if (o.out !== undefined) {
     const settings: ReportSettings = {
       ...traceSettings(o, trace, catalog, prices?.source),
@@ -302,11 +306,7 @@ async function tune(raw: RawTuneOptions): Promise<void> {
       prefer: o.prefer,
     };
     const report: TuneReport = { settings, ...result, controllerYaml: yaml };
-    await mkdir(o.out, { recursive: true });
-    const paths = [join(o.out, TUNE_FILES.json), join(o.out, TUNE_FILES.html)];
-    await writeFile(paths[0] as string, `${JSON.stringify(report)}\n`, 'utf8');
-    await writeFile(paths[1] as string, tuneHtml(report), 'utf8');
-    process.stderr.write(`report written: ${paths.join(', ')}\n`);
+    unwritten = await writeTuneReport(o.out, report);
   }
 
   if (o.json === true) process.stdout.write(`${JSON.stringify(result)}\n`);
@@ -319,6 +319,28 @@ async function tune(raw: RawTuneOptions): Promise<void> {
         `recommended (${rec.preference}): ${rec.id}: ${describeConfig(rec)}\n\n` +
         `# controller config:\n${yaml}`,
     );
+  if (unwritten !== undefined) throw unwritten;
+}
+
+/** tune.json and tune.html into `dir`, both or neither; the failure, naming `--out` and the file, if it failed. */
+async function writeTuneReport(dir: string, report: TuneReport): Promise<OutputFileError | undefined> {
+  try {
+    await mkdir(dir, { recursive: true });
+  } catch (e) {
+    return new OutputFileError('--out', dir, failureReason(e), { cause: e });
+  }
+  const files = [
+    { path: join(dir, TUNE_FILES.json), text: `${JSON.stringify(report)}\n`, flag: '--out' },
+    { path: join(dir, TUNE_FILES.html), text: tuneHtml(report), flag: '--out' },
+  ];
+  try {
+    writeFilesAtomically(files);
+  } catch (e) {
+    if (e instanceof OutputFileError) return e;
+    throw e;
+  }
+  process.stderr.write(`report written: ${files.map((f) => f.path).join(', ')}\n`);
+  return undefined;
 }
 
 /** `fleetwise tune`: search WFQ configs by simulation (PCS §6) and print the Pareto front and a controller config. */
