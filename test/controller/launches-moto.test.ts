@@ -9,7 +9,7 @@ import { ManualClock } from '../../src/controller/clock.js';
 import { Controller } from '../../src/controller/controller.js';
 import { InjectedCrash, type FaultInjector } from '../../src/controller/faults.js';
 import { launchedOnSpot } from '../../src/controller/instance-market.js';
-import { QUOTA_REFUSAL_SECONDS } from '../../src/controller/reconcile/effects/launches.js';
+import { QUOTA_REFUSAL_SECONDS } from '../../src/controller/reconcile/effects/quota-refusals.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import { describeWithMoto } from '../helpers/moto.js';
 import { BASE_SETTINGS, catalog, CPU_SMALL, CrashAt, jobSpec, liveRecords } from './controller-fixtures.js';

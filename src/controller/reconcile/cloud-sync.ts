@@ -16,6 +16,7 @@ import {
 import { forgetStoppedWithController, stoppedWithController } from '../stopped-with-controller.js';
 import { WORKER_LOST_EVENT } from '../worker-liveness.js';
 import { JOB_RAN_UNTIL_EVENT } from '../job-transitions.js';
+import { clearLaunchError } from '../launch-error-records.js';
 
 /**
  * The store against the cloud: a launch whose instance exists (found by its launch-token tag) is adopted rather than
@@ -218,6 +219,7 @@ function adoptLaunch(ctx: ReconcileContext, inst: InstanceRecord, cloud: CloudIn
     if (cloud.market === 'on-demand' && launchAskedForSpot(ctx.store, inst.id))
       recordMarketFallback(ctx.store, inst.id, 'found by its launch token running on demand');
     for (const intent of ctx.pendingIntentsFor('launch', inst.id)) ctx.store.completeIntent(intent.id);
+    clearLaunchError(ctx.store, inst.id);
   });
   ctx.log.info('adopted a launched instance found by its launch token', {
     instanceId: inst.id,
@@ -322,6 +324,7 @@ export function loseInstance(
   let ended: number | undefined;
   const affected = ctx.store.transaction(() => {
     for (const intent of ctx.pendingIntentsFor('launch', inst.id)) ctx.store.failIntent(intent.id, reason);
+    clearLaunchError(ctx.store, inst.id);
     // Billed until it ended, not until this sync noticed: the controller may have been stopped for days.
     const closed = ctx.store.setInstanceState(inst.id, 'terminated', { reason, endedAtSeconds });
     // A spot instance EC2 ended, not this controller: EC2 charges nothing for one it interrupts within its first hour

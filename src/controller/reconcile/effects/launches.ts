@@ -10,8 +10,6 @@ import {
   type CloudInstance,
 } from '../../../cloud/provider.js';
 import { launchRefusalKind, launchRetryDelaySeconds } from '../../../cloud/launch-refusal-kinds.js';
-import type { Market } from '../../../core/market.js';
-import { awsQuotaGroup, spotQuotaGroup } from '../../../core/quota-groups.js';
 import { loseInstance } from '../cloud-sync.js';
 import { InjectedCrash } from '../../faults.js';
 import { PLACED_TASK_STATES } from '../../state/lifecycle.js';
@@ -27,24 +25,7 @@ import { releaseTasksOn } from '../jobs.js';
 import { launchedOnSpot, recordMarketFallback } from '../../instance-market.js';
 import { clearLaunchError, readLaunchError, recordLaunchError } from '../../launch-error-records.js';
 import { launchBackoff } from './registrations.js';
-
-/**
- * How long a quota refusal is remembered (seconds). A quota moves slowly: it grows by a Service Quotas request (hours
- * to days) or as the account's instances end. Two default rounds long, so a job no type of the group can be had for
- * costs one RunInstances every ten minutes, not a walk through every larger type of the group each round.
- */
-export const QUOTA_REFUSAL_SECONDS = 600;
-
-/** EC2's refusal for an instance-count limit of one type, remembered for that type only. */
-const INSTANCE_LIMIT_CODE = 'InstanceLimitExceeded';
-
-/** A quota refusal remembered for one quota group (spot groups apart): types of at least `vcpus` are refused too. */
-interface QuotaRefusal {
-  readonly vcpus: number;
-  readonly typeName: string;
-  readonly code: string;
-  readonly atSeconds: number;
-}
+import { INSTANCE_LIMIT_CODE, QuotaRefusals, type QuotaRefusal } from './quota-refusals.js';
 
 /**
  * Launches: a pending `launch` intent → CloudProvider.launch with the instance's stored idempotency token, once the
@@ -55,14 +36,15 @@ interface QuotaRefusal {
 export class Launches {
   /** Launch intents that failed (not for capacity or a quota): attempts and when to try again (in memory). */
   private readonly launchRetry = new Map<number, { attempts: number; notBeforeSeconds: number }>();
-  /**
-   * Recent quota refusals, by AWS quota group (`standard`, `p`, `standard-spot`, …: core/quota-groups.ts). AWS counts
-   * vCPUs per group, so a type of the group needing as many vCPUs or more would be refused too, and the fallback and
-   * later launches skip those instead of asking EC2 for each (in memory, like the provider's capacity errors).
-   */
-  private readonly quotaRefusals = new Map<string, QuotaRefusal>();
+  /** Recent quota refusals, so the fallback and later launches skip the types they rule out (quota-refusals.ts). */
+  private readonly quotaRefusals: QuotaRefusals;
 
-  constructor(private readonly ctx: ReconcileContext) {}
+  constructor(private readonly ctx: ReconcileContext) {
+    this.quotaRefusals = new QuotaRefusals(
+      (name) => ctx.typeOf(name),
+      () => ctx.now(),
+    );
+  }
 
   async perform(): Promise<{ launched: string[]; deferred: number }> {
     const launched: string[] = [];
@@ -161,7 +143,7 @@ export class Launches {
       });
     } catch (e) {
       if (e instanceof InjectedCrash) throw e;
-      if (e instanceof QuotaExceededError) this.rememberQuotaRefusal(e);
+      if (e instanceof QuotaExceededError) this.quotaRefusals.remember(e);
       if (e instanceof InsufficientCapacityError || e instanceof QuotaExceededError)
         return this.fallBack(intent, inst, e);
       this.deferLaunch(intent, inst, e);
@@ -498,60 +480,6 @@ export class Launches {
     return !onDemandAllowed || provider.isCapacityConstrained(typeName, 'on-demand');
   }
 
-  /** The key of a refusal remembered for one type alone (quota groups' names have no colon). */
-  private static typeKey(typeName: string, market: Market): string {
-    return `type:${typeName}:${market}`;
-  }
-
-  /** The quota group `type` counts against when bought in `market` (AWS's own groups: the refusal is AWS's). */
-  private static quotaGroupOf(type: InstanceType, market: Market): string {
-    const group = awsQuotaGroup(type.family);
-    return market === 'spot' ? spotQuotaGroup(group) : group;
-  }
-
-  private rememberQuotaRefusal(error: QuotaExceededError): void {
-    const type = this.ctx.typeOf(error.typeName);
-    if (type === undefined) return;
-    // An instance-count limit is the type's own ("for the specified instance type"): it says nothing of the others.
-    if (error.code === INSTANCE_LIMIT_CODE) {
-      this.quotaRefusals.set(Launches.typeKey(type.name, error.market), {
-        vcpus: type.capacity[1],
-        typeName: type.name,
-        code: error.code,
-        atSeconds: this.ctx.now(),
-      });
-      return;
-    }
-    const group = Launches.quotaGroupOf(type, error.market);
-    const earlier = this.quotaRefusalIn(group);
-    // The smallest type refused stands for the group: every type at least as large is refused too.
-    const smaller = earlier !== undefined && earlier.vcpus < type.capacity[1];
-    this.quotaRefusals.set(group, {
-      vcpus: smaller ? earlier.vcpus : type.capacity[1],
-      typeName: smaller ? earlier.typeName : type.name,
-      code: error.code ?? 'quota',
-      atSeconds: this.ctx.now(),
-    });
-  }
-
-  private quotaRefusalIn(group: string): QuotaRefusal | undefined {
-    const refusal = this.quotaRefusals.get(group);
-    if (refusal === undefined) return undefined;
-    if (this.ctx.now() - refusal.atSeconds < QUOTA_REFUSAL_SECONDS) return refusal;
-    this.quotaRefusals.delete(group);
-    return undefined;
-  }
-
-  /** The remembered refusal of `typeName`'s quota group in `market`, when the type needs as many vCPUs or more. */
-  private quotaRefused(typeName: string, market: Market): QuotaRefusal | undefined {
-    const type = this.ctx.typeOf(typeName);
-    if (type === undefined) return undefined;
-    const own = this.quotaRefusalIn(Launches.typeKey(typeName, market));
-    if (own !== undefined) return own;
-    const refusal = this.quotaRefusalIn(Launches.quotaGroupOf(type, market));
-    return refusal !== undefined && type.capacity[1] >= refusal.vcpus ? refusal : undefined;
-  }
-
   /**
    * The remembered quota refusal a launch of `typeName` for this intent would meet again: in its market; for a spot
    * launch also the on-demand one when spot has no room for the type (the provider then buys it on demand). A spot
@@ -561,11 +489,11 @@ export class Launches {
     typeName: string,
     intent: IntentRecord & { kind: 'launch' },
   ): QuotaRefusal | undefined {
-    if (intent.payload.market !== 'spot') return this.quotaRefused(typeName, 'on-demand');
-    const spot = this.quotaRefused(typeName, 'spot');
+    if (intent.payload.market !== 'spot') return this.quotaRefusals.refused(typeName, 'on-demand');
+    const spot = this.quotaRefusals.refused(typeName, 'spot');
     if (spot !== undefined) return spot;
     return this.ctx.deps.provider?.isCapacityConstrained?.(typeName, 'spot') === true
-      ? this.quotaRefused(typeName, 'on-demand')
+      ? this.quotaRefusals.refused(typeName, 'on-demand')
       : undefined;
   }
 

@@ -6,6 +6,7 @@ import { PLACED_TASK_STATES } from '../../state/lifecycle.js';
 import type { InstanceRecord } from '../../state-store.js';
 import type { ReconcileContext } from '../context.js';
 import { terminateGate } from '../../../round/gates.js';
+import { clearLaunchError } from '../../launch-error-records.js';
 
 /**
  * How long past the reclaim time of its spot interruption notice an empty spot instance is left for EC2 to take
@@ -40,6 +41,7 @@ export async function performTerminations(ctx: ReconcileContext): Promise<string
       ctx.store.transaction(() => {
         for (const launch of ctx.pendingIntentsFor('launch', inst.id))
           ctx.store.failIntent(launch.id, 'not needed any more');
+        clearLaunchError(ctx.store, inst.id);
         const recorded = ctx.store.recordIntent({
           kind: 'terminate',
           payload: { instanceId: inst.id, ...(cloudId === undefined ? {} : { cloudId }) },
