@@ -219,8 +219,10 @@ export class WorkerAgent {
     return { bootId: this.bootId, seq: this.heartbeatSeq };
   }
 
+  /** Where the controller is now: a local worker follows its controller to a new address (controller-client.ts). */
   private where(): string {
-    return this.options.controllerUrl === undefined ? '' : ` at ${this.options.controllerUrl}`;
+    const url = this.options.connection.address?.() ?? this.options.controllerUrl;
+    return url === undefined ? '' : ` at ${url}`;
   }
 
   private contact(): void {

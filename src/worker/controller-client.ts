@@ -24,6 +24,8 @@ export interface ControllerConnection {
   /** Register with `credential` as the bearer: what `request.identity` names (worker-protocol.ts). */
   register(credential: string, request: RegisterRequest): Promise<RegisterResponse>;
   heartbeat(request: HeartbeatRequest): Promise<HeartbeatResponse>;
+  /** Where requests go now: the controller's address, after any move to the one its address file names. */
+  address?(): string;
 }
 
 /**
@@ -64,6 +66,10 @@ export class ControllerClient implements ControllerConnection {
     return heartbeatResponseSchema.parse(
       await this.post(WORKER_ROUTES.heartbeat, this.instanceToken, request),
     );
+  }
+
+  address(): string {
+    return this.baseUrl;
   }
 
   private async post(path: string, token: string, body: unknown): Promise<unknown> {

@@ -43,10 +43,14 @@ interface JobAnswer {
   readonly instances: readonly { readonly id: string; readonly cloudId?: string }[];
 }
 
-/** How often the worker's log says the controller answers again after failing: once per controller it found. */
-function answersAgain(instanceDir: string): number {
+/** The worker's log lines saying the controller answers again after failing: one per controller it found. */
+function answersAgain(instanceDir: string): string[] {
   const log = join(instanceDir, 'worker.log');
-  return existsSync(log) ? (readFileSync(log, 'utf8').match(/answers again/g) ?? []).length : 0;
+  return existsSync(log)
+    ? readFileSync(log, 'utf8')
+        .split('\n')
+        .filter((l) => /answers again/.test(l))
+    : [];
 }
 
 it('a controller restarted on another port keeps its running task on its worker, which follows it there', async () => {
@@ -74,7 +78,7 @@ it('a controller restarted on another port keeps its running task on its worker,
   const workerPid = host.pid as number;
   const task = taskPid(host.dir, `${id}.0`) as number;
   const before = (await first.api('GET', `/v1/jobs/${id}`)).json as JobAnswer;
-  const answeredBefore = answersAgain(host.dir);
+  const answeredBefore = answersAgain(host.dir).length;
 
   first.process.kill('SIGKILL');
   await first.exited;
@@ -87,7 +91,7 @@ it('a controller restarted on another port keeps its running task on its worker,
   const outcome = await until(
     'the worker to reach the restarted controller, or to be given up',
     () =>
-      answersAgain(host.dir) > answeredBefore
+      answersAgain(host.dir).length > answeredBefore
         ? 'followed'
         : /stopped heartbeating/.test(second.stderr())
           ? 'given up as silent'
@@ -96,6 +100,10 @@ it('a controller restarted on another port keeps its running task on its worker,
     second.diagnostics,
   );
   expect(outcome, second.diagnostics()).toBe('followed');
+  // Its log names the controller that answers, not the address it was started with.
+  expect(answersAgain(host.dir).slice(answeredBefore)[0]).toContain(
+    `the controller at ${second.url} answers again`,
+  );
   // Past the heartbeat timeout since the restart (and two polls), the worker must still be heard: it stayed there.
   const windowMs = (HEARTBEAT_TIMEOUT_SECONDS + 2) * 1000 - (Date.now() - restartedAtMs);
   if (windowMs > 0) await new Promise((r) => setTimeout(r, windowMs));
