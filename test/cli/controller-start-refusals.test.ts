@@ -83,15 +83,27 @@ describe('a local controller refuses before it starts', () => {
     ]);
   });
 
-  it('and still starts and submits a file that is a job spec', async () => {
+  it('and still starts and submits a file that is a job spec; a restart, which submits none, checks none', async () => {
+    const stateDir = join(scratch, 'good-spec');
     const controller = spawnDryRunController(
-      join(scratch, 'good-spec'),
+      stateDir,
       ['--listen', '127.0.0.1:0', '--submit', COUNTER],
       children,
     );
     await controller.until('submitted job-1');
     controller.child.kill('SIGTERM');
     expect(await controller.exited).toBe(0);
+    // The state has a job now: the file is not submitted again, so its being gone stops nothing.
+    const missing = join(scratch, 'moved-away.yaml');
+    const restarted = spawnDryRunController(
+      stateDir,
+      ['--listen', '127.0.0.1:0', '--submit', missing],
+      children,
+    );
+    expect(await outcome(restarted)).toBe('served');
+    await restarted.until(`not submitting ${missing}: the state already has 1 job(s)`);
+    restarted.child.kill('SIGTERM');
+    expect(await restarted.exited).toBe(0);
   });
 });
 

@@ -81,7 +81,6 @@ export async function runController(
     throw new ValidationError('--submit', [
       'submits through the API, which this controller does not serve: give --listen HOST:PORT (local mode listens by default)',
     ]);
-  await checkSubmitFiles(flags.submit ?? []);
   refuseUnusedMetricsToken(env, config.metricsAuth);
   const releaseStateDir = claimStateDirectory(config);
   const log = makeLogger(logFormat);
@@ -114,6 +113,10 @@ export async function runController(
   const giveBackOnStop = giveBackOnSignal(giveBack);
   const started = await (async () => {
     const state = await openActiveState(config, { clock, log, opened: (s) => (opened = s) });
+    // Checked where they would be submitted, before anything serves: a restart (a state with jobs) submits none.
+    if ((flags.submit?.length ?? 0) > 0 && state.store.listJobs().length === 0)
+      await checkSubmitFiles(flags.submit ?? []);
+
     // Checked once the state is this controller's: the types its instances ran are the ones its bills must price.
     const {
       catalog: loadedCatalog,
