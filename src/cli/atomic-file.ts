@@ -6,6 +6,7 @@ import {
   fchmodSync,
   fchownSync,
   fsyncSync,
+  ftruncateSync,
   linkSync,
   openSync,
   renameSync,
@@ -22,6 +23,13 @@ import { realTarget } from './output-target.js';
  * and those of one command all or none: each is written to a temporary file beside it, and only once every one is
  * written are they renamed into place. A failure (a full disk, a file that cannot be replaced) leaves every file as
  * it was and no temporary file behind, and names the flag and the path.
+ *
+ * What a rename cannot replace is written in place, as a plain write would: a device or a FIFO, a file mounted over,
+ * and a file its user may write in a directory where they may create nothing (a shared directory root owns). Such a
+ * write is not whole: one failing midway leaves that file cut short, and one done cannot be put back. So these are
+ * written last, once every renamed file is in place: a failure before them leaves them as they were, and one of them
+ * failing puts the renamed files back. Where the user may neither create a file nor write the one there, the error
+ * names the directory, which is what they must change.
  */
 
 export interface OutputFile {
@@ -38,12 +46,34 @@ export class OutputFileError extends Error {
     readonly flag: string,
     readonly path: string,
     reason: string,
-    options?: ErrorOptions,
+    options?: OutputFileErrorOptions,
   ) {
-    super(`${flag}: cannot write ${path}: ${reason}`, options);
+    const what = options?.directory === undefined ? `write ${path}` : `create a file in ${options.directory}`;
+    super(`${flag}: cannot ${what}: ${reason}`, options);
     this.name = 'OutputFileError';
   }
 }
+
+export interface OutputFileErrorOptions extends ErrorOptions {
+  /** The directory the file could not be created in, when that is what failed: the error names it, not the file. */
+  readonly directory?: string;
+}
+
+/** No file could be created in `directory`, and the target could not be written in place instead. */
+class DirectoryRefusal extends Error {
+  constructor(
+    readonly directory: string,
+    readonly error: unknown,
+  ) {
+    super(failureReason(error));
+  }
+}
+
+/**
+ * Why creating a file may fail where an existing file beside it can still be written: permission, an immutable
+ * directory, a read-only mount (a file mounted writable over it).
+ */
+const CREATE_REFUSALS = new Set(['EACCES', 'EPERM', 'EROFS']);
 
 /**
  * Why a write failed, without the path Node's message ends with: that is the hidden temporary file, which the user
@@ -58,8 +88,11 @@ export function failureReason(e: unknown): string {
 
 interface Staged {
   readonly file: OutputFile;
-  /** Replaced by a rename, or (a device, a FIFO, a file mounted over) written in place. */
-  readonly how: 'replace' | 'in place';
+  /**
+   * Replaced by a rename, or written in place: a device, a FIFO, a file in a directory where no file can be created,
+   * or (found when its rename is refused) a file mounted over.
+   */
+  how: 'replace' | 'in place';
   /** Where the write really lands (symlinks followed). */
   readonly target: string;
   /** The target before this write, if it was a regular file. */
@@ -71,6 +104,8 @@ interface Staged {
   renamed?: boolean;
   /** Opened for a write in place: the target is no longer what it was. */
   touched?: boolean;
+  /** The target, open from staging on when written in place for want of a directory to create a file in. */
+  fd?: number;
 }
 
 function statOrUndefined(path: string): Stats | undefined {
@@ -89,25 +124,47 @@ function besideName(target: string, token: string, suffix: string): string {
 }
 
 /**
+ * The regular file at `path` opened for writing, neither created nor truncated yet, if this process may write it.
+ * Opened rather than asked with access(2), which answers for the real user, not the effective one that writes.
+ */
+function openForWriting(path: string): number | undefined {
+  try {
+    return openSync(path, constants.O_WRONLY);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * How `file` is written, and its new text staged beside it when it is replaced. A device or a FIFO is found by the
- * path itself, as the kernel opens it: `/dev/stdout` on a pipe leads to no path a rename could reach.
+ * path itself, as the kernel opens it: `/dev/stdout` on a pipe leads to no path a rename could reach. An existing
+ * file its user may write, in a directory where they may create no file, is written in place, as a plain write
+ * would; when neither can be written, the directory is what the user must change, so a DirectoryRefusal names it.
  */
 function stage(file: OutputFile, token: string): Staged {
   const found = statOrUndefined(file.path);
   if (found !== undefined && !found.isFile())
     return { file, how: 'in place', target: file.path, before: undefined };
   const target = realTarget(file.path);
-  const s: Staged = { file, how: 'replace', target, before: found };
-  s.temp = besideName(target, token, 'tmp');
-  writeTemp(s.temp, file.text, found);
-  return s;
+  const temp = besideName(target, token, 'tmp');
+  let fd: number;
+  try {
+    fd = openSync(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o666);
+  } catch (e) {
+    if (!CREATE_REFUSALS.has((e as NodeJS.ErrnoException).code ?? '')) throw e;
+    const fd = found === undefined ? undefined : openForWriting(target);
+    if (fd !== undefined) return { file, how: 'in place', target, before: found, fd };
+    throw new DirectoryRefusal(dirname(target), e);
+  }
+  writeTemp(fd, temp, file.text, found);
+  return { file, how: 'replace', target, before: found, temp };
 }
 
 /**
- * Write `text` to a new file `temp`, synced, with the mode and owner of the file it replaces; a failure removes it.
+ * Write `text` to `temp`, newly created and open as `fd`, synced, with the mode and owner of the file it replaces;
+ * a failure removes it.
  */
-function writeTemp(temp: string, text: string, before: Stats | undefined): void {
-  const fd = openSync(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o666);
+function writeTemp(fd: number, temp: string, text: string, before: Stats | undefined): void {
   let written = false;
   try {
     if (before !== undefined) {
@@ -138,25 +195,62 @@ function keepBackup(target: string, backup: string): void {
   }
 }
 
-/** Carry out one staged write: the rename, or the write in place. */
-function commit(s: Staged): void {
-  if (s.how === 'replace') {
-    try {
-      renameSync(s.temp as string, s.target);
-      s.renamed = true;
-      s.temp = undefined;
-      return;
-    } catch (e) {
-      // A file mounted over (a container's bind-mounted file) cannot be replaced, only written.
-      if ((e as NodeJS.ErrnoException).code !== 'EBUSY') throw e;
-    }
+/** Rename a staged file into place; one mounted over (a container's bind-mounted file) is left to write in place. */
+function rename(s: Staged): void {
+  try {
+    renameSync(s.temp as string, s.target);
+    s.renamed = true;
+    s.temp = undefined;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EBUSY') throw e;
+    s.how = 'in place';
   }
-  const fd = openSync(s.target, 'w');
+}
+
+/** Write a file in place: truncated, then written, so a failure midway leaves it cut short. */
+function writeInPlace(s: Staged): void {
+  const opened = s.fd;
+  s.fd = undefined;
+  const fd = opened ?? openSync(s.target, 'w');
   s.touched = true;
   try {
+    if (opened !== undefined) ftruncateSync(fd);
     writeFileSync(fd, s.file.text, 'utf8');
   } finally {
     closeSync(fd);
+  }
+}
+
+interface Failure {
+  readonly file: OutputFile;
+  readonly error: unknown;
+}
+
+/** Rename every staged file into place, then write those written in place; the first failure stops it. */
+function commitAll(staged: readonly Staged[]): Failure | undefined {
+  for (const s of staged.filter((r) => r.how === 'replace'))
+    try {
+      rename(s);
+    } catch (e) {
+      return { file: s.file, error: e };
+    }
+  // Filtered after the renames: a file mounted over is found by its rename, and joins these.
+  for (const s of staged.filter((r) => r.how === 'in place'))
+    try {
+      writeInPlace(s);
+    } catch (e) {
+      return { file: s.file, error: e };
+    }
+  return undefined;
+}
+
+/** Close a file opened to write in place and not written: nothing of it changed. */
+function closeQuietly(fd: number | undefined): void {
+  if (fd === undefined) return;
+  try {
+    closeSync(fd);
+  } catch {
+    // Nothing was written through it.
   }
 }
 
@@ -170,8 +264,8 @@ function removeQuietly(path: string | undefined): void {
 }
 
 /**
- * Put the renamed files back as they were, the last first; says what could not be, with where its previous content
- * is (then kept).
+ * Put the renamed files back as they were, the last first (a new one removed); says what could not be, with where
+ * its previous content is (then kept).
  */
 function undo(staged: readonly Staged[]): string[] {
   const unrestored: string[] = [];
@@ -211,13 +305,14 @@ function outcome(
 
 /**
  * Write every file whole, or none: see the module's comment. A target a rename cannot replace is written in place,
- * as a plain write would: a device or a FIFO (`/dev/stdout`), or a file mounted over (which rename refuses with
- * EBUSY); these go first, and cannot be put back. Throws an OutputFileError naming the first file that failed.
+ * as a plain write would: a device or a FIFO (`/dev/stdout`), a file mounted over (which rename refuses with EBUSY),
+ * or a file in a directory where no file can be created; these go last, and cannot be put back. Throws an
+ * OutputFileError naming the first file that failed.
  */
 export function writeFilesAtomically(files: readonly OutputFile[]): void {
   const token = randomBytes(6).toString('hex');
   const staged: Staged[] = [];
-  let failed: { readonly file: OutputFile; readonly error: unknown } | undefined;
+  let failed: Failure | undefined;
   for (const file of files) {
     try {
       staged.push(stage(file, token));
@@ -226,10 +321,10 @@ export function writeFilesAtomically(files: readonly OutputFile[]): void {
       break;
     }
   }
-  const order = [...staged.filter((s) => s.how === 'in place'), ...staged.filter((s) => s.how === 'replace')];
-  // A backup of each existing target that a later rename could fail after.
-  if (failed === undefined)
-    for (const s of order.slice(0, -1)) {
+  // A backup of each existing target a rename replaces, when another file's write could fail after it: any file of
+  // a set may turn out mounted over, and so be written after every rename.
+  if (failed === undefined && staged.length > 1)
+    for (const s of staged) {
       if (s.how === 'in place' || s.before === undefined) continue;
       const backup = besideName(s.target, token, 'bak');
       try {
@@ -242,25 +337,22 @@ export function writeFilesAtomically(files: readonly OutputFile[]): void {
       }
     }
   let unrestored: string[] = [];
-  if (failed === undefined)
-    for (const s of order) {
-      try {
-        commit(s);
-      } catch (e) {
-        failed = { file: s.file, error: e };
-        unrestored = undo(staged);
-        break;
-      }
-    }
+  if (failed === undefined) {
+    failed = commitAll(staged);
+    if (failed !== undefined) unrestored = undo(staged);
+  }
   for (const s of staged) {
+    closeQuietly(s.fd);
     removeQuietly(s.temp);
     removeQuietly(s.backup);
   }
   if (failed === undefined) return;
+  const refusal = failed.error instanceof DirectoryRefusal ? failed.error : undefined;
+  const error = refusal?.error ?? failed.error;
   throw new OutputFileError(
     failed.file.flag,
     failed.file.path,
-    `${failureReason(failed.error)}; ${outcome(staged, failed.file, unrestored, files.length)}`,
-    { cause: failed.error },
+    `${failureReason(error)}; ${outcome(staged, failed.file, unrestored, files.length)}`,
+    { cause: error, directory: refusal?.directory },
   );
 }

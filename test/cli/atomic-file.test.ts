@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import {
   chmodSync,
+  chownSync,
   lstatSync,
   mkdirSync,
   mkdtempSync,
@@ -15,10 +16,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OutputFileError, writeFilesAtomically } from '../../src/cli/atomic-file.js';
+import { asNobody, NOBODY } from '../helpers/as-nobody.js';
 
 /**
  * The files a command writes for its user, on real filesystems that fail: a small tmpfs filled up stands for a full
- * disk, an immutable file (chattr +i) for one that cannot be replaced. Tests run as root, which mount and chattr need.
+ * disk, an immutable file (chattr +i) for one that cannot be replaced, an immutable directory or a read-only mount for
+ * one where no file can be created. Tests run as root, which mount and chattr need; the user nobody meets a shared
+ * directory root owns.
  */
 
 let tmp = '';
@@ -40,6 +44,23 @@ function fill(dir: string): void {
   } catch {
     // ENOSPC: the filler holds every page left
   }
+}
+
+/** A new directory of `mode` owned by `uid`, under the test's own, which every user may search. */
+function directoryOf(name: string, uid: number, mode: number): string {
+  chmodSync(tmp, 0o755);
+  const dir = join(tmp, name);
+  mkdirSync(dir);
+  chownSync(dir, uid, uid);
+  chmodSync(dir, mode);
+  return dir;
+}
+
+/** A file of `text` owned by `uid` with `mode`. */
+function fileOf(path: string, text: string, uid: number, mode: number): void {
+  writeFileSync(path, text);
+  chownSync(path, uid, uid);
+  chmodSync(path, mode);
 }
 
 /** The OutputFileError `write` throws. */
@@ -173,5 +194,156 @@ describe('writeFilesAtomically', () => {
     expect(statSync('/dev/null').isCharacterDevice()).toBe(true);
     expect(readFileSync(source, 'utf8')).toBe('new\n');
     expect(readdirSync(dir).sort()).toEqual(['host.json', 'mounted.json']);
+  });
+
+  it('writes in place, after the files it renames, a file its user may write in a directory where they may not create one', async () => {
+    const shared = directoryOf('shared', 0, 0o755);
+    const trace = join(shared, 'trace.json');
+    fileOf(trace, 'old trace\n', NOBODY, 0o640);
+    const mine = directoryOf('mine', NOBODY, 0o755);
+    const table = join(mine, 'table.json');
+    fileOf(table, 'old table\n', NOBODY, 0o644);
+    await asNobody(async () => {
+      writeFilesAtomically([
+        { path: trace, text: 'new trace\n', flag: '--out' },
+        { path: table, text: 'new table\n', flag: '--table' },
+      ]);
+    });
+    expect(readFileSync(trace, 'utf8')).toBe('new trace\n');
+    expect(statSync(trace).uid).toBe(NOBODY);
+    expect(statSync(trace).mode & 0o777).toBe(0o640);
+    expect(readFileSync(table, 'utf8')).toBe('new table\n');
+    expect(readdirSync(shared)).toEqual(['trace.json']);
+    expect(readdirSync(mine)).toEqual(['table.json']);
+  });
+
+  it('names the directory when its user may create no file there and the file is not theirs to write', async () => {
+    const shared = directoryOf('shared-closed', 0, 0o755);
+    const kept = join(shared, 'kept.json');
+    fileOf(kept, 'old\n', 0, 0o644);
+    const fresh = join(shared, 'fresh.json');
+    const [keptFailure, freshFailure] = await asNobody(async () => [
+      failureOf(() => writeFilesAtomically([{ path: kept, text: 'new\n', flag: '--out' }])),
+      failureOf(() => writeFilesAtomically([{ path: fresh, text: 'new\n', flag: '--table' }])),
+    ]);
+    expect(keptFailure.message).toBe(
+      `--out: cannot create a file in ${shared}: EACCES: permission denied; nothing was written`,
+    );
+    expect(keptFailure).toMatchObject({ flag: '--out', path: kept });
+    expect(freshFailure.message).toBe(
+      `--table: cannot create a file in ${shared}: EACCES: permission denied; nothing was written`,
+    );
+    expect(readFileSync(kept, 'utf8')).toBe('old\n');
+    expect(readdirSync(shared)).toEqual(['kept.json']);
+  });
+
+  it('names the directory on a read-only mount, where even root may create no file', () => {
+    const source = join(tmp, 'writable-source');
+    mkdirSync(source);
+    writeFileSync(join(source, 'trace.json'), 'old\n');
+    const readOnly = join(tmp, 'read-only');
+    mkdirSync(readOnly);
+    execFileSync('mount', ['--bind', source, readOnly]);
+    mounts.push(readOnly);
+    execFileSync('mount', ['-o', 'remount,bind,ro', readOnly]);
+    const file = join(readOnly, 'trace.json');
+    const e = failureOf(() => writeFilesAtomically([{ path: file, text: 'new\n', flag: '--out' }]));
+    expect(e.message).toBe(
+      `--out: cannot create a file in ${readOnly}: EROFS: read-only file system; nothing was written`,
+    );
+    expect(readFileSync(file, 'utf8')).toBe('old\n');
+  });
+
+  it('leaves a file it would write in place as it was when a file renamed before it cannot be replaced', () => {
+    const frozen = join(tmp, 'frozen');
+    mkdirSync(frozen);
+    const inPlace = join(frozen, 'trace.json');
+    writeFileSync(inPlace, 'old trace\n');
+    const dir = join(tmp, 'undo-before-in-place');
+    mkdirSync(dir);
+    const locked = join(dir, 'table.json');
+    writeFileSync(locked, 'old table\n');
+    // An immutable directory takes no new file, even root's; the files already in it stay writable.
+    execFileSync('chattr', ['+i', frozen]);
+    execFileSync('chattr', ['+i', locked]);
+    try {
+      const e = failureOf(() =>
+        writeFilesAtomically([
+          { path: inPlace, text: 'new trace\n', flag: '--out' },
+          { path: join(dir, 'new.json'), text: 'new\n', flag: '--new' },
+          { path: locked, text: 'new table\n', flag: '--table' },
+        ]),
+      );
+      expect(e.message).toBe(
+        `--table: cannot write ${locked}: EPERM: operation not permitted; none of the files was written`,
+      );
+    } finally {
+      execFileSync('chattr', ['-i', frozen]);
+      execFileSync('chattr', ['-i', locked]);
+    }
+    expect(readFileSync(inPlace, 'utf8')).toBe('old trace\n');
+    expect(readdirSync(frozen)).toEqual(['trace.json']);
+    expect(readdirSync(dir)).toEqual(['table.json']);
+    // With every rename possible, the same set is written whole, the immutable directory's file in place.
+    execFileSync('chattr', ['+i', frozen]);
+    try {
+      writeFilesAtomically([
+        { path: inPlace, text: 'new trace\n', flag: '--out' },
+        { path: locked, text: 'new table\n', flag: '--table' },
+      ]);
+    } finally {
+      execFileSync('chattr', ['-i', frozen]);
+    }
+    expect(readFileSync(inPlace, 'utf8')).toBe('new trace\n');
+    expect(readFileSync(locked, 'utf8')).toBe('new table\n');
+  });
+
+  it('leaves a file mounted over as it was when a file after it cannot be replaced', () => {
+    const dir = join(tmp, 'mounted-then-locked');
+    mkdirSync(dir);
+    const source = join(dir, 'host.json');
+    writeFileSync(source, 'old\n');
+    const mounted = join(dir, 'mounted.json');
+    writeFileSync(mounted, '');
+    const locked = join(dir, 'table.json');
+    writeFileSync(locked, 'old table\n');
+    execFileSync('mount', ['--bind', source, mounted]);
+    execFileSync('chattr', ['+i', locked]);
+    let e: OutputFileError;
+    try {
+      e = failureOf(() =>
+        writeFilesAtomically([
+          { path: mounted, text: 'new\n', flag: '--out' },
+          { path: locked, text: 'new table\n', flag: '--table' },
+        ]),
+      );
+    } finally {
+      execFileSync('chattr', ['-i', locked]);
+      execFileSync('umount', [mounted]);
+    }
+    expect(e.message).toBe(
+      `--table: cannot write ${locked}: EPERM: operation not permitted; none of the files was written`,
+    );
+    expect(readFileSync(source, 'utf8')).toBe('old\n');
+    expect(readdirSync(dir).sort()).toEqual(['host.json', 'mounted.json', 'table.json']);
+  });
+
+  it('puts back the files it renamed when a write in place fails after them', () => {
+    const dir = join(tmp, 'undo-after-in-place');
+    mkdirSync(dir);
+    const first = join(dir, 'trace.json');
+    writeFileSync(first, 'old trace\n');
+    const e = failureOf(() =>
+      writeFilesAtomically([
+        { path: '/dev/full', text: 'new\n', flag: '--table' },
+        { path: first, text: 'new trace\n', flag: '--out' },
+        { path: join(dir, 'new.json'), text: 'new\n', flag: '--new' },
+      ]),
+    );
+    expect(e.message).toBe(
+      '--table: cannot write /dev/full: ENOSPC: no space left on device; /dev/full is written in place and may be cut short',
+    );
+    expect(readFileSync(first, 'utf8')).toBe('old trace\n');
+    expect(readdirSync(dir)).toEqual(['trace.json']);
   });
 });

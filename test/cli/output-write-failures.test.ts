@@ -9,6 +9,9 @@ import { SCHEDULER_STATE_KEY } from '../../src/controller/scheduler-state.js';
 import type { JsonValue } from '../../src/controller/state-store.js';
 import { SqliteStateStore } from '../../src/controller/state/sqlite-state-store.js';
 import type { TuneJson } from '../../src/sim/report/tune-json.js';
+import { REPORT_FILES } from '../../src/sim/report/write.js';
+import type { ArmsReport } from '../../src/bench/arms-report.js';
+import { ARMS_FILES } from '../../src/cli/commands/bench-arms.js';
 import { ColocationTable } from '../../src/scheduler/colocation-table.js';
 import { EvaScheduler } from '../../src/scheduler/eva.js';
 import type { FleetwiseTraceDocument } from '../../src/sim/traces/fleetwise-json.js';
@@ -16,10 +19,11 @@ import { CLI, ensureBuiltCli, runCli, type CliResult } from '../helpers/built-cl
 import { example, writeJobHistory } from '../helpers/job-history.js';
 
 /**
- * The files `export-trace`, `simulate --save-colocation-table` and `tune --out` write, on a disk that fails, as users
- * run them (the built CLI in a subprocess): a small tmpfs filled up stands for a full disk, an immutable file (chattr
- * +i) for one that cannot be replaced. A failed write leaves every file as it was, nothing beside it, names the flag
- * and the path, and exits 1: the disk failed, not the input. Tests run as root, which mount and chattr need.
+ * The files `export-trace`, `simulate --save-colocation-table`, `simulate --out`, `tune --out` and `bench arms --out`
+ * write, on a disk that fails, as users run them (the built CLI in a subprocess): a small tmpfs filled up stands for a
+ * full disk, an immutable file (chattr +i) for one that cannot be replaced. A failed write leaves every file as it
+ * was, nothing beside it, names the flag and the path, and exits 1: the disk failed, not the input. A command that
+ * prints its result prints it still. Tests run as root, which mount and chattr need.
  */
 
 const tmp = mkdtempSync(join(tmpdir(), 'fw-output-write-failures-'));
@@ -182,6 +186,59 @@ describe('simulate --save-colocation-table on a full disk (CLI subprocess)', () 
     expect(r.stderr).not.toContain('invalid input');
     expect(readFileSync(table, 'utf8')).toBe('old table\n');
     expect(readdirSync(disk).sort()).toEqual(['filler', 'learned.json']);
+    // The run is not lost: its table is printed before the failure ends the command.
+    expect(r.stdout).toMatch(/: 15 jobs\n\n.*\beva\b/s);
+  }, 120_000);
+});
+
+describe('simulate --out on a full disk (CLI subprocess)', () => {
+  const SIMULATE = [
+    'simulate',
+    '--format',
+    'synthetic',
+    '--jobs',
+    '14',
+    '--scheduler',
+    'eva',
+    '--no-predict',
+  ];
+  const NAMES = Object.values(REPORT_FILES);
+
+  it('still prints the result, keeps the old report and the table saved with it, and exits 1 naming --out', async () => {
+    // Four pages: the three old files and the filler's one.
+    const [textDisk, jsonDisk] = [smallDisk('report-text-full', '16k'), smallDisk('report-json-full', '16k')];
+    for (const disk of [textDisk, jsonDisk]) {
+      for (const name of NAMES) writeFileSync(join(disk, name), `old ${name}\n`);
+      fill(disk);
+    }
+    // The co-location table the same command saves, where there is room: written with the report, or not at all.
+    const tables = roomyDir('report-full-table');
+    const table = join(tables, 'learned.json');
+    writeFileSync(table, 'old table\n');
+    const [text, json] = await Promise.all([
+      runCli([...SIMULATE, '--save-colocation-table', table, '--out', textDisk]),
+      runCli([...SIMULATE, '--json', '--out', jsonDisk]),
+    ]);
+    const failure = (disk: string): string =>
+      `--out: cannot write ${join(disk, REPORT_FILES.json)}: ${ENOSPC}; none of the files was written`;
+    expect(text.stderr).toContain(`fleetwise: ${failure(textDisk)}\n`);
+    expect(JSON.parse(json.stderr.trimEnd().split('\n').at(-1) ?? '')).toEqual({ error: failure(jsonDisk) });
+    for (const [r, disk] of [
+      [text, textDisk],
+      [json, jsonDisk],
+    ] as const) {
+      expect(r.code).toBe(1);
+      expect(r.stderr).not.toContain('report written');
+      for (const name of NAMES) expect(readFileSync(join(disk, name), 'utf8')).toBe(`old ${name}\n`);
+      expect(readdirSync(disk).sort()).toEqual(['filler', ...NAMES].sort());
+    }
+    expect(readFileSync(table, 'utf8')).toBe('old table\n');
+    expect(readdirSync(tables)).toEqual(['learned.json']);
+    // The runs are not lost: the summary table, or the one JSON object.
+    expect(text.stdout).toMatch(/: 14 jobs\n\n.*\beva\b/s);
+    expect(
+      (JSON.parse(json.stdout) as { runs: { scheduler: string }[] }).runs.map((r) => r.scheduler),
+    ).toEqual(['eva']);
   }, 120_000);
 });
 
@@ -218,5 +275,48 @@ describe('tune --out on a full disk (CLI subprocess)', () => {
     const yaml = parse(text.stdout.slice(text.stdout.indexOf('# controller config:'))) as object;
     expect(Object.keys(yaml)).toEqual(['queue', 'caps']);
     expect((JSON.parse(json.stdout) as TuneJson).evaluated).toHaveLength(1);
+  }, 120_000);
+});
+
+describe('bench arms --out on a full disk (CLI subprocess)', () => {
+  const ARMS = [
+    ...[
+      'bench',
+      'arms',
+      '--seeds',
+      '5',
+      '--common',
+      '--format alibaba --jobs 5 --scheduler eva --no-predict',
+    ],
+    ...['--arm', 'a=', '--arm', 'b=--queue srpt'],
+  ];
+  const NAMES = Object.values(ARMS_FILES);
+
+  it('still prints the comparison, keeps the old report, and exits 1 naming --out and the file', async () => {
+    const [textDisk, jsonDisk] = [smallDisk('arms-text-full'), smallDisk('arms-json-full')];
+    for (const disk of [textDisk, jsonDisk]) {
+      for (const name of NAMES) writeFileSync(join(disk, name), `old ${name}\n`);
+      fill(disk);
+    }
+    const [text, json] = await Promise.all([
+      runCli([...ARMS, '--out', textDisk]),
+      runCli([...ARMS, '--json', '--out', jsonDisk]),
+    ]);
+    const failure = (disk: string): string =>
+      `--out: cannot write ${join(disk, ARMS_FILES.json)}: ${ENOSPC}; none of the files was written`;
+    expect(text.stderr).toContain(`fleetwise: ${failure(textDisk)}\n`);
+    expect(JSON.parse(json.stderr.trimEnd().split('\n').at(-1) ?? '')).toEqual({ error: failure(jsonDisk) });
+    for (const [r, disk] of [
+      [text, textDisk],
+      [json, jsonDisk],
+    ] as const) {
+      expect(r.code).toBe(1);
+      expect(r.stderr).not.toContain('report written');
+      for (const name of NAMES) expect(readFileSync(join(disk, name), 'utf8')).toBe(`old ${name}\n`);
+      expect(readdirSync(disk).sort()).toEqual(['filler', ...NAMES].sort());
+    }
+    // The comparison is not lost: its table, or the one JSON object.
+    expect(text.stdout).toMatch(/^b against a: /);
+    expect((JSON.parse(json.stdout) as ArmsReport).seeds).toEqual([5]);
   }, 120_000);
 });

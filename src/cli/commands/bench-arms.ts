@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
 import { constants } from 'node:os';
-import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { armBuilds, parseArms, parseSeedList, refuseArmFlags, shellWords } from '../../bench/arms-flags.js';
@@ -31,7 +30,9 @@ import { ValidationError } from '../../core/validation.js';
 import { runRecord } from '../../sim/report/normalize.js';
 import { defaultParallelism, runInWorkers } from '../../sim/run-pool.js';
 import type { RunRequest } from '../../sim/run-request.js';
+import type { OutputFileError } from '../atomic-file.js';
 import { batchProgress } from '../batch-progress.js';
+import { writeOutputFiles } from '../output-files.js';
 import { checkOutputDirectory } from '../output-target.js';
 import { formatTable } from '../table.js';
 import { flagProblems, numberText, positiveInteger } from './sim-flags.js';
@@ -225,15 +226,20 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
     progress.stop();
   }
   // Files first: a reader of stdout gone (`| head`) ends the process at its next write (main.ts), files unwritten.
+  // Both or neither; a failed write (a full disk) loses nothing else: the report still goes to stdout, then the
+  // failure ends the command.
+  let unwritten: OutputFileError | undefined;
   if (o.out !== undefined) {
-    await mkdir(o.out, { recursive: true });
-    const json = join(o.out, ARMS_FILES.json);
-    const html = join(o.out, ARMS_FILES.html);
-    await writeFile(json, `${JSON.stringify(report)}\n`, 'utf8');
-    await writeFile(html, armsHtml(report), 'utf8');
-    process.stderr.write(`report written: ${json}, ${html}\n`);
+    const files = [
+      { path: join(o.out, ARMS_FILES.json), text: `${JSON.stringify(report)}\n`, flag: '--out' },
+      { path: join(o.out, ARMS_FILES.html), text: armsHtml(report), flag: '--out' },
+    ];
+    unwritten = writeOutputFiles(files, [{ path: o.out, flag: '--out' }]);
+    if (unwritten === undefined)
+      process.stderr.write(`report written: ${files.map((f) => f.path).join(', ')}\n`);
   }
   process.stdout.write(o.json === true ? `${JSON.stringify(report)}\n` : armsText(report));
+  if (unwritten !== undefined) throw unwritten;
 }
 
 export const ARMS_FILES = { json: 'arms.json', html: 'arms.html' } as const;

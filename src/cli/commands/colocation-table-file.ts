@@ -40,11 +40,11 @@ export function colocationTableRequest(
   };
 }
 
-/** `--save-colocation-table FILE`: the table the command's one Eva run learned (`colocationTableRequest`). */
-export function saveLearnedColocation(path: string, results: readonly RunResult[]): void {
+/** `--save-colocation-table FILE`: the table the command's one Eva run learned (`colocationTableRequest`), to write. */
+export function learnedColocationFile(path: string, results: readonly RunResult[]): OutputFile {
   const learned = results.find((r) => r.learnedColocation !== undefined)?.learnedColocation;
   if (learned === undefined) throw new Error('the Eva run returned no co-location table to save');
-  writeColocationTableFile(path, learned);
+  return colocationTableOutput(path, learned);
 }
 
 /** A learned table as `readColocationTableFile` reads it, to write to `path`; `flag` names the file in an error. */

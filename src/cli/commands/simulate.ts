@@ -2,8 +2,10 @@ import { Command, CommanderError } from 'commander';
 import { ValidationError } from '../../core/validation.js';
 import { checkRequiredOptionsLast } from '../program.js';
 import { addPriceOverridesOption, addTraceOptions } from './sim-flags.js';
-import { saveLearnedColocation } from './colocation-table-file.js';
-import { writeReport } from '../../sim/report/write.js';
+import { learnedColocationFile } from './colocation-table-file.js';
+import { reportFiles } from '../../sim/report/write.js';
+import type { OutputFile } from '../atomic-file.js';
+import { writeOutputFiles } from '../output-files.js';
 import { costBounds } from '../../bench/cost-bound.js';
 import { loadIlpSolver } from '../../scheduler/ilp.js';
 import { summaryTextTable } from '../../sim/report/format.js';
@@ -38,8 +40,12 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
   }
   const results = withNormalizedCosts(raws);
 
-  if (o.saveColocationTable !== undefined) saveLearnedColocation(o.saveColocationTable, results);
   // Files first: a reader of stdout gone (`| head`) ends the process at its next write (main.ts), files unwritten.
+  // The table and the report are written together, all or none; a failed write (a full disk) loses nothing else: the
+  // result still goes to stdout, then the failure ends the command.
+  const files: OutputFile[] = [];
+  let reportPaths: string[] = [];
+  if (o.saveColocationTable !== undefined) files.push(learnedColocationFile(o.saveColocationTable, results));
   if (o.out !== undefined) {
     const settings = reportSettings(plan);
     // The trace's lower bounds, for the report's summary and cost chart (an LP per job event: ~2 s on Alibaba), at
@@ -48,11 +54,16 @@ async function simulate(raw: RawSimulateOptions): Promise<void> {
     const bounds = costBounds(await loadIlpSolver(), catalog, trace.jobs, {
       spot: spotBounds ? catalog.spot : undefined,
     });
-    const paths = await writeReport(o.out, results, settings, { ...bounds, atSpotPrices: spotBounds });
-    process.stderr.write(`report written: ${paths.join(', ')}\n`);
+    const report = reportFiles(o.out, results, settings, { ...bounds, atSpotPrices: spotBounds });
+    files.push(...report.map((f) => ({ ...f, flag: '--out' })));
+    reportPaths = report.map((f) => f.path);
   }
+  const unwritten = writeOutputFiles(files, o.out === undefined ? [] : [{ path: o.out, flag: '--out' }]);
+  if (unwritten === undefined && reportPaths.length > 0)
+    process.stderr.write(`report written: ${reportPaths.join(', ')}\n`);
   if (o.json === true) process.stdout.write(`${JSON.stringify(runsJson(results))}\n`);
   else process.stdout.write(`${trace.name}: ${trace.jobs.length} jobs\n\n${summaryTextTable(results)}`);
+  if (unwritten !== undefined) throw unwritten;
 }
 
 /** `fleetwise simulate`: run schedulers on a trace in parallel worker threads and compare them. */

@@ -1,5 +1,4 @@
 import type { Command } from 'commander';
-import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
 import { z } from 'zod';
@@ -44,7 +43,8 @@ import type { RunRequest } from '../../sim/run-request.js';
 import { SCHEDULER_NAMES, type SchedulerName } from '../../scheduler/registry.js';
 import { formatTable } from '../table.js';
 import { batchProgress, type BatchProgress } from '../batch-progress.js';
-import { failureReason, OutputFileError, writeFilesAtomically } from '../atomic-file.js';
+import type { OutputFileError } from '../atomic-file.js';
+import { writeOutputFiles } from '../output-files.js';
 import { checkOutputDirectory } from '../output-target.js';
 import { checkEveryJobAdmissible } from '../../world/never-fits.js';
 import { spotOnlySchedulers } from './simulate-flag-rules.js';
@@ -306,7 +306,7 @@ async function tune(raw: RawTuneOptions): Promise<void> {
       prefer: o.prefer,
     };
     const report: TuneReport = { settings, ...result, controllerYaml: yaml };
-    unwritten = await writeTuneReport(o.out, report);
+    unwritten = writeTuneReport(o.out, report);
   }
 
   if (o.json === true) process.stdout.write(`${JSON.stringify(result)}\n`);
@@ -323,24 +323,14 @@ async function tune(raw: RawTuneOptions): Promise<void> {
 }
 
 /** tune.json and tune.html into `dir`, both or neither; the failure, naming `--out` and the file, if it failed. */
-async function writeTuneReport(dir: string, report: TuneReport): Promise<OutputFileError | undefined> {
-  try {
-    await mkdir(dir, { recursive: true });
-  } catch (e) {
-    return new OutputFileError('--out', dir, failureReason(e), { cause: e });
-  }
+function writeTuneReport(dir: string, report: TuneReport): OutputFileError | undefined {
   const files = [
     { path: join(dir, TUNE_FILES.json), text: `${JSON.stringify(report)}\n`, flag: '--out' },
     { path: join(dir, TUNE_FILES.html), text: tuneHtml(report), flag: '--out' },
   ];
-  try {
-    writeFilesAtomically(files);
-  } catch (e) {
-    if (e instanceof OutputFileError) return e;
-    throw e;
-  }
-  process.stderr.write(`report written: ${files.map((f) => f.path).join(', ')}\n`);
-  return undefined;
+  const failed = writeOutputFiles(files, [{ path: dir, flag: '--out' }]);
+  if (failed === undefined) process.stderr.write(`report written: ${files.map((f) => f.path).join(', ')}\n`);
+  return failed;
 }
 
 /** `fleetwise tune`: search WFQ configs by simulation (PCS §6) and print the Pareto front and a controller config. */

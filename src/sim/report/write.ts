@@ -1,4 +1,3 @@
-import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RunResult } from '../../world/run-result.js';
 import { runsCsv } from './csv.js';
@@ -7,27 +6,29 @@ import { reportJson, type ReportBounds, type ReportSettings } from './json.js';
 
 export const REPORT_FILES = { json: 'report.json', csv: 'runs.csv', html: 'report.html' } as const;
 
+/** One file of a report: where it goes and what it holds. */
+export interface ReportFile {
+  readonly path: string;
+  readonly text: string;
+}
+
 /**
- * Write report.json, runs.csv and report.html into `dir` (created if missing); returns the paths written. With
- * `bounds`, the JSON and HTML also give the trace's lower bounds.
+ * report.json, runs.csv and report.html for `dir`, not written: `simulate --out` writes them whole or not at all,
+ * with the command's other files, through the CLI's writer. With `bounds`, the JSON and HTML also give the trace's
+ * lower bounds.
  */
-export async function writeReport(
+export function reportFiles(
   dir: string,
   results: readonly RunResult[],
   settings: ReportSettings,
   bounds?: ReportBounds,
-): Promise<string[]> {
-  await mkdir(dir, { recursive: true });
-  const files: [string, string][] = [
-    [REPORT_FILES.json, `${JSON.stringify(reportJson(results, settings, { bounds }))}\n`],
-    [REPORT_FILES.csv, runsCsv(results)],
-    [REPORT_FILES.html, reportHtml(results, settings, bounds)],
+): ReportFile[] {
+  return [
+    {
+      path: join(dir, REPORT_FILES.json),
+      text: `${JSON.stringify(reportJson(results, settings, { bounds }))}\n`,
+    },
+    { path: join(dir, REPORT_FILES.csv), text: runsCsv(results) },
+    { path: join(dir, REPORT_FILES.html), text: reportHtml(results, settings, bounds) },
   ];
-  const paths: string[] = [];
-  for (const [name, content] of files) {
-    const path = join(dir, name);
-    await writeFile(path, content, 'utf8');
-    paths.push(path);
-  }
-  return paths;
 }

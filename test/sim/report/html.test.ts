@@ -1,10 +1,10 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { reportHtml } from '../../../src/sim/report/html.js';
 import { withNormalizedCosts } from '../../../src/sim/report/normalize.js';
-import { writeReport } from '../../../src/sim/report/write.js';
+import { reportFiles } from '../../../src/sim/report/write.js';
 import { seriesStyle } from '../../../src/report/palette.js';
 import type { RunResult } from '../../../src/world/run-result.js';
 import { fakeRun, twoRuns, unbalancedTags, withoutScripts } from './run-fixtures.js';
@@ -333,38 +333,34 @@ describe('report.html', () => {
   });
 });
 
-describe('writeReport', () => {
-  let dir = '';
-  beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'fleetwise-report-'));
-  });
-  afterAll(async () => {
-    await rm(dir, { recursive: true, force: true });
-  });
-
-  it('writes report.json, runs.csv and report.html into a new directory', async () => {
-    const out = join(dir, 'nested', 'out');
+describe('reportFiles', () => {
+  it('gives report.json, runs.csv and report.html for a directory, writing nothing', () => {
+    const out = join(tmpdir(), 'fleetwise-report-never-written', 'out');
     const bounds = {
       workBound: 4.5,
       timedBound: 4.75,
       timedSeries: { timeSeconds: [0], cumulativeCost: [0] },
     };
-    const paths = await writeReport(out, withNormalizedCosts(twoRuns()), { seed: 3 }, bounds);
-    expect(paths.map((p) => p.slice(out.length + 1))).toEqual(['report.json', 'runs.csv', 'report.html']);
-    const json = JSON.parse(await readFile(join(out, 'report.json'), 'utf8')) as {
+    const files = reportFiles(out, withNormalizedCosts(twoRuns()), { seed: 3 }, bounds);
+    expect(files.map((f) => f.path.slice(out.length + 1))).toEqual([
+      'report.json',
+      'runs.csv',
+      'report.html',
+    ]);
+    expect(existsSync(out)).toBe(false);
+    const [json, csv, html] = files.map((f) => f.text);
+    const report = JSON.parse(json ?? '') as {
       runs: { scheduler: string; normalizedCost: number | null }[];
       settings: { seed: number };
       bounds: unknown;
     };
-    expect(json.bounds).toEqual({ workBound: 4.5, timedBound: 4.75 });
-    expect(json.runs.map((r) => [r.scheduler, r.normalizedCost])).toEqual([
+    expect(report.bounds).toEqual({ workBound: 4.5, timedBound: 4.75 });
+    expect(report.runs.map((r) => [r.scheduler, r.normalizedCost])).toEqual([
       ['no-packing', 1],
       ['eva', 6 / 9],
     ]);
-    expect(json.settings.seed).toBe(3);
-    expect((await readFile(join(out, 'runs.csv'), 'utf8')).trimEnd().split('\n')).toHaveLength(3);
-    expect(await readFile(join(out, 'report.html'), 'utf8')).toContain(
-      '<div class="chart" id="chart-migrations"',
-    );
+    expect(report.settings.seed).toBe(3);
+    expect((csv ?? '').trimEnd().split('\n')).toHaveLength(3);
+    expect(html).toContain('<div class="chart" id="chart-migrations"');
   });
 });
