@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OutputFileError, writeFilesAtomically } from '../../src/cli/atomic-file.js';
 import { asNobody, NOBODY } from '../helpers/as-nobody.js';
+import { fillDisk, SmallDisks } from '../helpers/small-disks.js';
 
 /**
  * The files a command writes for its user, on real filesystems that fail: a small tmpfs filled up stands for a full
@@ -26,25 +27,10 @@ import { asNobody, NOBODY } from '../helpers/as-nobody.js';
  */
 
 let tmp = '';
-const mounts: string[] = [];
+const disks = new SmallDisks();
 
 /** A new directory on a tmpfs of `size`, unmounted after the file's tests. */
-function smallDisk(name: string, size: string): string {
-  const dir = join(tmp, name);
-  mkdirSync(dir);
-  execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, `fleetwise-${name}`, dir]);
-  mounts.push(dir);
-  return dir;
-}
-
-/** Fill what is left of `dir`'s filesystem: a write there then fails with ENOSPC. */
-function fill(dir: string): void {
-  try {
-    writeFileSync(join(dir, 'filler'), Buffer.alloc(1024 * 1024));
-  } catch {
-    // ENOSPC: the filler holds every page left
-  }
-}
+const smallDisk = (name: string, size: string): string => disks.make(tmp, name, size);
 
 /** A new directory of `mode` owned by `uid`, under the test's own, which every user may search. */
 function directoryOf(name: string, uid: number, mode: number): string {
@@ -78,7 +64,7 @@ beforeAll(() => {
   tmp = mkdtempSync(join(tmpdir(), 'fw-atomic-file-'));
 });
 afterAll(() => {
-  for (const dir of mounts) execFileSync('umount', [dir]);
+  disks.unmountAll();
   rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -109,7 +95,7 @@ describe('writeFilesAtomically', () => {
     const disk = smallDisk('full', '8k');
     const file = join(disk, 'trace.json');
     writeFileSync(file, 'old\n');
-    fill(disk);
+    fillDisk(disk);
     const e = failureOf(() =>
       writeFilesAtomically([{ path: file, text: 'x'.repeat(10_000), flag: '--out' }]),
     );
@@ -129,7 +115,7 @@ describe('writeFilesAtomically', () => {
     writeFileSync(first, 'old trace\n');
     const second = join(disk, 'table.json');
     writeFileSync(second, 'old table\n');
-    fill(disk);
+    fillDisk(disk);
     const e = failureOf(() =>
       writeFilesAtomically([
         { path: first, text: 'new trace\n', flag: '--out' },
@@ -244,7 +230,7 @@ describe('writeFilesAtomically', () => {
     const readOnly = join(tmp, 'read-only');
     mkdirSync(readOnly);
     execFileSync('mount', ['--bind', source, readOnly]);
-    mounts.push(readOnly);
+    disks.track(readOnly);
     execFileSync('mount', ['-o', 'remount,bind,ro', readOnly]);
     const file = join(readOnly, 'trace.json');
     const e = failureOf(() => writeFilesAtomically([{ path: file, text: 'new\n', flag: '--out' }]));

@@ -17,6 +17,7 @@ import { EvaScheduler } from '../../src/scheduler/eva.js';
 import type { FleetwiseTraceDocument } from '../../src/sim/traces/fleetwise-json.js';
 import { CLI, ensureBuiltCli, runCli, type CliResult } from '../helpers/built-cli.js';
 import { example, writeJobHistory } from '../helpers/job-history.js';
+import { fillDisk, SmallDisks } from '../helpers/small-disks.js';
 
 /**
  * The files `export-trace`, `simulate --save-colocation-table`, `simulate --out`, `tune --out` and `bench arms --out`
@@ -27,26 +28,11 @@ import { example, writeJobHistory } from '../helpers/job-history.js';
  */
 
 const tmp = mkdtempSync(join(tmpdir(), 'fw-output-write-failures-'));
-const mounts: string[] = [];
+const disks = new SmallDisks();
 let stateDir = '';
 
 /** A new directory on a tmpfs of `size`, unmounted after the file's tests. */
-function smallDisk(name: string, size = '8k'): string {
-  const dir = join(tmp, name);
-  mkdirSync(dir);
-  execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, `fleetwise-${name}`, dir]);
-  mounts.push(dir);
-  return dir;
-}
-
-/** Fill what is left of `dir`'s filesystem: a write there then fails with ENOSPC. */
-function fill(dir: string): void {
-  try {
-    writeFileSync(join(dir, 'filler'), Buffer.alloc(1024 * 1024));
-  } catch {
-    // ENOSPC: the filler holds every page left
-  }
-}
+const smallDisk = (name: string, size = '8k'): string => disks.make(tmp, name, size);
 
 function roomyDir(name: string): string {
   const dir = join(tmp, name);
@@ -72,7 +58,7 @@ beforeAll(() => {
   store.close();
 }, 300_000);
 afterAll(() => {
-  for (const dir of mounts) execFileSync('umount', [dir]);
+  disks.unmountAll();
   rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -84,7 +70,7 @@ describe('export-trace on a failing disk (CLI subprocess)', () => {
     const disk = smallDisk('trace-full');
     const trace = join(disk, 'history.json');
     writeFileSync(trace, 'old trace\n');
-    fill(disk);
+    fillDisk(disk);
     const r = await exportTrace('--out', trace);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(`fleetwise: --out: cannot write ${trace}: ${ENOSPC}; nothing was written\n`);
@@ -99,7 +85,7 @@ describe('export-trace on a failing disk (CLI subprocess)', () => {
     const disk = smallDisk('table-full');
     const table = join(disk, 'table.json');
     writeFileSync(table, 'old table\n');
-    fill(disk);
+    fillDisk(disk);
     const r = await exportTrace('--out', trace, '--colocation-table', table);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(
@@ -166,7 +152,7 @@ describe('simulate --save-colocation-table on a full disk (CLI subprocess)', () 
     const disk = smallDisk('saved-table-full');
     const table = join(disk, 'learned.json');
     writeFileSync(table, 'old table\n');
-    fill(disk);
+    fillDisk(disk);
     // 15 jobs of the Eva trace: Eva learns a table of several KiB, more than the page the old file frees.
     const r = await runCli([
       'simulate',
@@ -209,7 +195,7 @@ describe('simulate --out on a full disk (CLI subprocess)', () => {
     const [textDisk, jsonDisk] = [smallDisk('report-text-full', '16k'), smallDisk('report-json-full', '16k')];
     for (const disk of [textDisk, jsonDisk]) {
       for (const name of NAMES) writeFileSync(join(disk, name), `old ${name}\n`);
-      fill(disk);
+      fillDisk(disk);
     }
     // The co-location table the same command saves, where there is room: written with the report, or not at all.
     const tables = roomyDir('report-full-table');
@@ -250,7 +236,7 @@ describe('tune --out on a full disk (CLI subprocess)', () => {
     for (const disk of [textDisk, jsonDisk]) {
       writeFileSync(join(disk, 'tune.json'), 'old json\n');
       writeFileSync(join(disk, 'tune.html'), 'old html\n');
-      fill(disk);
+      fillDisk(disk);
     }
     const [text, json] = await Promise.all([
       runCli([...TUNE, '--out', textDisk]),
@@ -296,7 +282,7 @@ describe('bench arms --out on a full disk (CLI subprocess)', () => {
     const [textDisk, jsonDisk] = [smallDisk('arms-text-full'), smallDisk('arms-json-full')];
     for (const disk of [textDisk, jsonDisk]) {
       for (const name of NAMES) writeFileSync(join(disk, name), `old ${name}\n`);
-      fill(disk);
+      fillDisk(disk);
     }
     const [text, json] = await Promise.all([
       runCli([...ARMS, '--out', textDisk]),
