@@ -40,11 +40,12 @@ interface StartOfMonth {
  *
  * Both sides must also be of the same records: a record made this month can still change what was billed before it
  * (cloud sync finds an instance ended, or launched, before the month began; a co-start release makes a start held
- * across the month's start idle time; a launch found to have fallen back to on-demand). The whole history's bill
- * follows such records at once; the bill at the month's start, kept, would not, and the difference would stay wrong
- * for the rest of the month (a team's share above the fleet's bill). So each scrape reads the few events since the
- * last that could (instance states and markets, co-start decisions) and replays the start's bill again when one
- * concerns the time before the month: an instance launched before it, a job submitted before it.
+ * across the month's start idle time; a launch found to have fallen back to on-demand; a task's exit heard this month,
+ * its worker's report late, dated before it). The whole history's bill follows such records at once; the bill at the
+ * month's start, kept, would not, and the difference would stay wrong for the rest of the month (a team's share above
+ * the fleet's bill, or below its jobs'). So each scrape reads the few events since the last that could (instance
+ * states and markets, co-start decisions, task and job states) and replays the start's bill again when one concerns
+ * the time before the month: an instance launched before it, a job submitted before it, a change dated before it.
  *
  * A spot instance EC2 reclaimed in its first hour is billed nothing (`billedNothing`), its time before the month too:
  * the whole history's bill drops it, so the bill at the month's start must as well (a closed period's report would
@@ -99,6 +100,8 @@ function pastChanged(store: StateStore, start: StartOfMonth): boolean {
 }
 
 function changesBefore(store: StateStore, e: EventRecord, start: StartOfMonth): boolean {
+  // Recorded this month, so dated before it only when it happened earlier (an exit heard late: task-exit-times.ts).
+  if (e.kind === 'task.state' || e.kind === 'job.state') return e.atSeconds < start.startSeconds;
   if (e.kind === CO_START_EVENT) {
     // A readiness report bills the time from itself on as held: nothing before the month, which has begun. (Its
     // withdrawal, `unready`, gives the whole start back to the job, from before the month too.)
@@ -126,6 +129,8 @@ function newestSeq(store: StateStore): number {
 
 /** The events whose records can change what was billed before they were recorded. */
 const PAST_CHANGING_KINDS = [
+  'task.state',
+  'job.state',
   'instance.state',
   MARKET_FALLBACK_EVENT,
   ADOPTED_SPOT_EVENT,

@@ -51,8 +51,9 @@ export interface TaskControl {
   /** The exit code of a task reported `failed`, if known (`unsuccessfulExitCodes`). */
   exitCode?(task: TaskRecord): number | undefined;
   /**
-   * When a task reported `succeeded` or `failed` exited (epoch seconds, its host's clock), if its worker said: an exit
-   * heard late (the controller was down) ends the task, its job or its attempt then, not when it was heard.
+   * When a task reported `succeeded` or `failed` exited (epoch seconds, this controller's clock: when the report was
+   * heard, less the exit's age its worker gave), if its worker said: an exit heard late (the controller was down) ends
+   * the task, its job or its attempt then, not when it was heard.
    */
   exitedAtSeconds?(task: TaskRecord): number | undefined;
   /**

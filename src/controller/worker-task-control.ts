@@ -17,6 +17,7 @@ import { recordStartReports, type StartMeasure } from './co-start-reports.js';
 import { JobProgress } from './job-progress.js';
 import type { LatencyMatrixView } from './latency-matrix.js';
 import { OutsideStopRecords } from './outside-stop-records.js';
+import { exitedAgo } from './reconcile/effects/task-exit-times.js';
 import {
   silentLogger,
   type ControllerLogger,
@@ -101,7 +102,10 @@ export class WorkerTaskControl implements TaskControl {
   private readonly failures = new Map<string, string>();
   /** Exit codes of failed tasks (a job's `unsuccessfulExitCodes` turn a failure into "unsuccessful"). */
   private readonly exitCodes = new Map<string, number>();
-  /** When ended tasks exited, as their workers reported it (TaskReport.exitedAtSeconds). */
+  /**
+   * When ended tasks exited, on this controller's clock: when their workers' reports were heard, less the age each
+   * gave (TaskReport.exitedSecondsAgo).
+   */
   private readonly exitTimes = new Map<string, number>();
   /** Failed tasks whose worker said its host, not the job, kept them from starting (a full disk). */
   private readonly hostFaults = new Map<string, HostFaultKind>();
@@ -203,7 +207,7 @@ export class WorkerTaskControl implements TaskControl {
       tasks: new Map(request.tasks.map((t) => [t.taskId, t])),
     });
     const measuredStarts = this.store.transaction(() => {
-      this.applyReports(inst, request.tasks);
+      this.applyReports(inst, request.tasks, now);
       return recordStartReports(
         this.store,
         this.catalog(),
@@ -237,7 +241,7 @@ export class WorkerTaskControl implements TaskControl {
   }
 
   /** Checkpoints, progress, failures and throughputs from one heartbeat. */
-  private applyReports(inst: InstanceRecord, reports: readonly TaskReport[]): void {
+  private applyReports(inst: InstanceRecord, reports: readonly TaskReport[], now: number): void {
     const touchedJobs = new Set<string>();
     const throughputs = new Map<string, number>();
     for (const report of reports) {
@@ -278,11 +282,11 @@ export class WorkerTaskControl implements TaskControl {
       }
       if (
         (report.state === 'failed' || report.state === 'succeeded') &&
-        report.exitedAtSeconds !== undefined &&
+        report.exitedSecondsAgo !== undefined &&
         !this.exitTimes.has(task.id) &&
         !this.isStale(report, task)
       )
-        this.exitTimes.set(task.id, report.exitedAtSeconds);
+        this.exitTimes.set(task.id, exitedAgo(report.exitedSecondsAgo, now));
       if (report.completedIterations !== undefined) {
         this.progress.reported(task.id, report.completedIterations);
         touchedJobs.add(task.jobId);

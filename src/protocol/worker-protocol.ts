@@ -161,11 +161,13 @@ export const taskReportSchema = z.strictObject({
   /** The job attempt this run belongs to (DesiredTask.attempt), so an older attempt's exit is not taken for this one's. */
   attempt: z.number().int().positive().max(1000).optional(),
   /**
-   * With `succeeded` or `failed`: when the task exited (epoch seconds, the worker's clock), as its exit record says
-   * (src/worker/exit-record.ts). An exit heard late (the controller was down, a later worker replayed the record) is
-   * dated by it, kept within the task's run and now. Absent (an older worker): the controller dates it when it hears.
+   * With `succeeded` or `failed`: how long ago the task exited, in seconds, as of this report (its exit record's time,
+   * src/worker/exit-record.ts, against the worker's clock as it sends the report). An age, not a time, so the worker's
+   * clock and the controller's need not agree: an exit heard late (the controller was down, a later worker replayed
+   * the record) is dated that long before the controller heard the report, kept within the task's run and now. A
+   * negative age is now. Absent (an older worker): the controller dates the exit when it hears of it.
    */
-  exitedAtSeconds: z.number().finite().nonnegative().optional(),
+  exitedSecondsAgo: z.number().finite().optional(),
 });
 export type TaskReport = z.infer<typeof taskReportSchema>;
 

@@ -27,7 +27,7 @@ export const taskExitRecordSchema = z.strictObject({
   completedIterations: z.number().nonnegative().optional(),
   /** The cloud id of the instance it ran on. */
   instanceId: z.string().optional(),
-  /** When it exited: what its reports give the controller as its end (TaskReport.exitedAtSeconds). */
+  /** When it exited: its reports give the controller how long ago that was (TaskReport.exitedSecondsAgo). */
   exitedAt: z.string().datetime(),
 });
 export type TaskExitRecord = z.infer<typeof taskExitRecordSchema>;

@@ -19,8 +19,8 @@ const persistedSchema = z.object({
   stopRequested: z.boolean(),
   exitCode: z.number().optional(),
   /**
-   * When it exited (epoch ms), as its exit record says: kept so that a restarted worker still reports the exit's own
-   * time, not when a controller came to hear of it.
+   * When it exited (epoch ms), as its exit record says: kept so that a restarted worker still reports the exit's age
+   * from when it exited, not from when a controller came to hear of it.
    */
   exitedAtMs: z.number().optional(),
   reason: z.string().optional(),

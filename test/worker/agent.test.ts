@@ -90,6 +90,27 @@ describe('worker agent (fake controller over HTTP, real process executor)', () =
     });
   }
 
+  /** One tick, the report of `taskId` its heartbeat sent, and the window it was made in (this host's clock). */
+  async function timedTick(agent: WorkerAgent, taskId: string) {
+    const before = controller.heartbeats.length;
+    const fromMs = Date.now();
+    await agent.tick();
+    const toMs = Date.now();
+    const sent = controller.heartbeats.slice(before);
+    expect(sent).toHaveLength(1);
+    return { report: sent[0]?.tasks.find((r) => r.taskId === taskId), fromMs, toMs };
+  }
+
+  /** The report says the task exited at `exitedAtMs`, as an age as of when it was made. */
+  function expectAgedSince(
+    exitedAtMs: number,
+    made: { readonly report: TaskReport | undefined; readonly fromMs: number; readonly toMs: number },
+  ): void {
+    const age = made.report?.exitedSecondsAgo;
+    expect(age).toBeGreaterThanOrEqual((made.fromMs - exitedAtMs) / 1000);
+    expect(age).toBeLessThanOrEqual((made.toMs - exitedAtMs) / 1000);
+  }
+
   it('a restarted agent adopts its running task instead of starting a duplicate', async () => {
     const workDir = join(tmp, 'adopt');
     const first = agentOn(workDir);
@@ -268,31 +289,32 @@ describe('worker agent (fake controller over HTTP, real process executor)', () =
       const first = agentOn(join(tmp, `${taskId}-first`));
       controller.answer = [runTask(taskId, command, { EXIT: exit })];
       await first.agent.register();
-      const ended = await tickUntil(first.agent, `${taskId} to end`, (r) => r?.state === state, taskId);
-      await first.agent.run(AbortSignal.abort());
-      // Its end is dated by its exit record, which the next worker reports too.
+      await tickUntil(first.agent, `${taskId} to end`, (r) => r?.state === state, taskId);
+      // Its end is dated by its exit record: each heartbeat says how long before it the task exited.
       const record = await readExitRecord(
         new FsObjectStore(storeDir),
         { jobId: taskId.slice(0, -2), taskId },
         1,
       );
-      const exitedAtSeconds = Date.parse(record?.exitedAt ?? '') / 1000;
-      expect(ended.exitedAtSeconds).toBe(exitedAtSeconds);
+      const exitedAtMs = Date.parse(record?.exitedAt ?? '');
+      const ended = await timedTick(first.agent, taskId);
+      expect(ended.report?.state).toBe(state);
+      expectAgedSince(exitedAtMs, ended);
+      await first.agent.run(AbortSignal.abort());
       // Another worker is asked to run it again, from its checkpoints: it reports the end instead.
       const second = agentOn(join(tmp, `${taskId}-second`));
       controller.answer = [{ ...runTask(taskId, command, { EXIT: exit }), restore: true, attempt: 1 }];
       await second.agent.register();
-      const before = controller.heartbeats.length;
-      const reported = await until(`${taskId} reported by the second worker`, async () => {
-        await second.agent.tick();
+      const heard = await until(`${taskId} reported by the second worker`, async () => {
+        const tick = await timedTick(second.agent, taskId);
         await second.agent.settle();
-        return controller.heartbeats
-          .slice(before)
-          .flatMap((h) => h.tasks)
-          .find((r) => r.taskId === taskId && r.state === state);
+        return tick.report?.state === state ? tick : undefined;
       });
-      expect(reported).toMatchObject({ state, exitCode: Number(exit), attempt: 1, exitedAtSeconds });
-      if (state === 'failed') expect(reported.reason).toMatch(/^exit code 3/);
+      const reported = heard.report;
+      expect(reported).toMatchObject({ state, exitCode: Number(exit), attempt: 1 });
+      // The exit record's time, aged to this worker's heartbeat.
+      expectAgedSince(exitedAtMs, heard);
+      if (state === 'failed') expect(reported?.reason).toMatch(/^exit code 3/);
       expect(await second.executor.list()).toEqual([]); // nothing was started
       expect(second.logger.lines.some((l) => l.includes(`task ${taskId} already ${state}`))).toBe(true);
     }

@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { FsObjectStore } from '../../src/storage/fs-store.js';
 import { exitedAtMs, readExitRecord } from '../../src/worker/exit-record.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
+import type { TaskReport } from '../../src/protocol/worker-protocol.js';
 import { taskReport } from '../../src/worker/task-report.js';
 import {
   persistTask,
@@ -16,7 +17,8 @@ import { offlineLifecycle, shellTask, until, untilTaskEnded } from './agent-fixt
 
 /**
  * When a task exited, as its worker reports it: the controller may hear of the exit long after (it was down), and
- * dates the task's end by the report. The time is the exit record's: the executor's finish of a task that exited while
+ * dates the task's end by the report, which says how long before it the task exited (an age, so the two hosts' clocks
+ * need not agree). The age is counted from the exit record's time: the executor's finish of a task that exited while
  * no worker ran, kept with the task's record on the host for a worker restarted since.
  */
 
@@ -24,6 +26,7 @@ const tmp = mkdtempSync(join(tmpdir(), 'fw-exit-time-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 describe("a task's report", () => {
+  const exitedAt = 1_700_000_006_500;
   const task = (phase: LocalTask['phase']): LocalTask => ({
     taskId: 'job-1.0',
     jobId: 'job-1',
@@ -31,27 +34,35 @@ describe("a task's report", () => {
     startedAtMs: 1_700_000_000_000,
     stopRequested: false,
     exitCode: 4,
-    exitedAtMs: 1_700_000_006_500,
+    exitedAtMs: exitedAt,
     lastLogUploadMs: 0,
   });
 
-  it('says when an ended task exited, in seconds; nothing of the kind for one that did not end', () => {
-    expect(taskReport(task('failed')).exitedAtSeconds).toBe(1_700_000_006.5);
-    expect(taskReport(task('succeeded')).exitedAtSeconds).toBe(1_700_000_006.5);
+  it('says how long ago an ended task exited, as of each report, in seconds; nothing of the kind for one that did not end', () => {
+    expect(taskReport(task('failed'), 0, exitedAt + 2_500).exitedSecondsAgo).toBe(2.5);
+    expect(taskReport(task('succeeded'), 0, exitedAt + 2_500).exitedSecondsAgo).toBe(2.5);
+    // The next heartbeat's report is older by the time between them.
+    expect(taskReport(task('failed'), 0, exitedAt + 12_500).exitedSecondsAgo).toBe(12.5);
+    // This host's clock stepped back since the exit: it exited no later than now.
+    expect(taskReport(task('failed'), 0, exitedAt - 60_000).exitedSecondsAgo).toBe(0);
     // A stop is no end of the task (it runs again from its checkpoint).
-    expect(taskReport(task('stopped')).exitedAtSeconds).toBeUndefined();
-    expect(taskReport(task('running')).exitedAtSeconds).toBeUndefined();
-    expect(taskReport({ ...task('failed'), exitedAtMs: undefined }).exitedAtSeconds).toBeUndefined();
+    expect(taskReport(task('stopped'), 0, exitedAt + 2_500).exitedSecondsAgo).toBeUndefined();
+    expect(taskReport(task('running'), 0, exitedAt + 2_500).exitedSecondsAgo).toBeUndefined();
+    expect(
+      taskReport({ ...task('failed'), exitedAtMs: undefined }, 0, exitedAt + 2_500).exitedSecondsAgo,
+    ).toBeUndefined();
+    expect(
+      taskReport({ ...task('failed'), exitedAtMs: Number.NaN }, 0, exitedAt + 2_500).exitedSecondsAgo,
+    ).toBeUndefined();
   });
 
   it("keeps the exit's time with the task's record on the host", async () => {
     const dir = join(tmp, 'record');
     await persistTask(dir, task('failed'));
     const saved = await readPersistedTask(dir);
-    expect(saved?.exitedAtMs).toBe(1_700_000_006_500);
-    expect(taskReport(taskFromRecord('job-1.0', saved as NonNullable<typeof saved>)).exitedAtSeconds).toBe(
-      1_700_000_006.5,
-    );
+    expect(saved?.exitedAtMs).toBe(exitedAt);
+    const restored = taskFromRecord('job-1.0', saved as NonNullable<typeof saved>);
+    expect(taskReport(restored, 0, exitedAt + 90_000).exitedSecondsAgo).toBe(90);
   });
 
   it("takes the executor's finish for the exit's time, never one after now; now when it gives none", () => {
@@ -87,23 +98,49 @@ describe('a task that exited while no worker ran', () => {
     const second = offlineLifecycle(new ProcessExecutor({ stateDir }), store, workDir);
     await second.adopt();
     await untilTaskEnded(second, ref.taskId);
-    const recorded = await readExitRecord(store, ref, 1);
-    expect(recorded).toMatchObject({ state: 'failed', exitCode: 4, exitedAt: finishedAt.toISOString() });
-    expect(second.reports()).toEqual([
-      expect.objectContaining({ state: 'failed', exitCode: 4, exitedAtSeconds: finishedAt.getTime() / 1000 }),
-    ]);
+    const record = await readExitRecord(store, ref, 1);
+    expect(record).toMatchObject({ state: 'failed', exitCode: 4, exitedAt: finishedAt.toISOString() });
+    expectExitedAt(finishedAt, () => second.reports(), { state: 'failed', exitCode: 4 });
     await second.stopWatchers();
 
     // Restarted once more before any controller heard of it: the same time, from the task's record.
     const third = offlineLifecycle(new ProcessExecutor({ stateDir }), store, workDir);
-    expect(await third.recordedReports()).toEqual([
-      expect.objectContaining({ state: 'failed', exitedAtSeconds: finishedAt.getTime() / 1000 }),
-    ]);
+    const recorded = await timed(() => third.recordedReports());
+    expectAged(finishedAt, recorded, { state: 'failed' });
     await third.adopt();
     await third.settle();
-    expect(third.reports()).toEqual([
-      expect.objectContaining({ state: 'failed', exitedAtSeconds: finishedAt.getTime() / 1000 }),
-    ]);
+    expectExitedAt(finishedAt, () => third.reports(), { state: 'failed' });
     await third.stopWatchers();
   });
 });
+
+/** Reports made between `fromMs` and `toMs` (this host's clock). */
+interface TimedReports {
+  readonly reports: readonly TaskReport[];
+  readonly fromMs: number;
+  readonly toMs: number;
+}
+
+async function timed(make: () => Promise<readonly TaskReport[]>): Promise<TimedReports> {
+  const fromMs = Date.now();
+  const reports = await make();
+  return { reports, fromMs, toMs: Date.now() };
+}
+
+/** The reports, one task's, say `fields` and that it exited at `finishedAt`: aged by when they were made. */
+function expectAged(finishedAt: Date, made: TimedReports, fields: Partial<TaskReport>): void {
+  expect(made.reports).toEqual([expect.objectContaining(fields)]);
+  const age = made.reports[0]?.exitedSecondsAgo;
+  expect(age).toBeGreaterThanOrEqual((made.fromMs - finishedAt.getTime()) / 1000);
+  expect(age).toBeLessThanOrEqual((made.toMs - finishedAt.getTime()) / 1000);
+}
+
+function expectExitedAt(
+  finishedAt: Date,
+  make: () => readonly TaskReport[],
+  fields: Partial<TaskReport>,
+): void {
+  const fromMs = Date.now();
+  const reports = make();
+  expectAged(finishedAt, { reports, fromMs, toMs: Date.now() }, fields);
+}

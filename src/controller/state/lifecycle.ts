@@ -169,9 +169,9 @@ export function withMigrationCounted(job: JobRecord, nowSeconds: number): Change
 }
 
 /**
- * When a task reported ended exited: the time its worker reported (`reportedSeconds`), never before the task's run
- * began (`runSinceSeconds`, its last state change: a clock behind this host's) nor after now (one ahead); now when it
- * reported none, as an older worker does.
+ * When a task reported ended exited: the time its worker's report gives (`reportedSeconds`, on this controller's
+ * clock: heard less the age the worker reported), never before the task's run began (`runSinceSeconds`, its last state
+ * change: an age older than the run) nor after now; now when it reported none, as an older worker does.
  */
 export function exitedWithin(
   reportedSeconds: number | undefined,

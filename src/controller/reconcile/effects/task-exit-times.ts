@@ -4,10 +4,20 @@ import type { StateStore, TaskRecord } from '../../state-store.js';
 
 /**
  * When a task's end happened. A worker reports an exit at its next heartbeat, which a controller that was down hears
- * only once it is back; the report says when the task exited (TaskReport.exitedAtSeconds), and the task, its job or
- * its attempt end then: their finish times, and where the cost replay stops charging the task's time on its instance
- * to its job (the instance itself ran, and is billed, all the same).
+ * only once it is back; the report says how long ago the task exited (TaskReport.exitedSecondsAgo), and the task, its
+ * job or its attempt end that long before the report was heard: their finish times, and where the cost replay stops
+ * charging the task's time on its instance to its job (the instance itself ran, and is billed, all the same). An age
+ * rather than a time: a worker's clock behind or ahead of this one's would otherwise end every run at its start or
+ * when it was heard.
  */
+
+/**
+ * When a task exited, on this controller's clock: `ageSeconds` (as its worker reported it) before the report was
+ * heard at `heardAtSeconds`; then itself for an age that is no age (negative, not finite).
+ */
+export function exitedAgo(ageSeconds: number, heardAtSeconds: number): number {
+  return Number.isFinite(ageSeconds) && ageSeconds > 0 ? heardAtSeconds - ageSeconds : heardAtSeconds;
+}
 
 /** When the task last changed state (for a running task, when its run began), as the store's log says. */
 function lastChangeAt(store: StateStore, task: TaskRecord): number | undefined {
@@ -22,8 +32,8 @@ function lastChangeAt(store: StateStore, task: TaskRecord): number | undefined {
 }
 
 /**
- * When `task`, reported ended, exited: its worker's time, within its run and now (`exitedWithin`); undefined when
- * the worker gave none (an older one), and its end is when it was heard.
+ * When `task`, reported ended, exited: as its worker's report dated it (`exitedAgo`), within its run and now
+ * (`exitedWithin`); undefined when the worker gave no age (an older one), and its end is when it is heard.
  */
 export function reportedExitAt(
   store: StateStore,
