@@ -8,6 +8,7 @@ import { startApiServer, type ApiServer } from '../../src/controller/api/server.
 import { PostgresStateStore } from '../../src/controller/state/postgres-state-store.js';
 import { PostgresConnection } from '../../src/controller/state/postgres/connection.js';
 import { describeWithPostgres } from '../helpers/postgres.js';
+import { endBackendWhenCommitWaits, holdCommits, waitingCommitUrl } from '../helpers/postgres-commit-wait.js';
 import { freePort } from '../helpers/test-ports.js';
 import { ADMIN_TOKEN, FakeControllerService } from './api-fake-service.js';
 
@@ -15,7 +16,9 @@ import { ADMIN_TOKEN, FakeControllerService } from './api-fake-service.js';
  * What an API client is told when the PostgreSQL state fails a request, over a real socket: a passing condition (a
  * lock or statement timeout, a database it cannot reach) is 503 with a Retry-After, which clients retry; a fault of
  * the store (a read-only server, a constraint its own statement broke) is 500, logged with its SQLSTATE for the
- * operator, as SQLite's faults are; only a conflict the request caused is 409.
+ * operator, as SQLite's faults are; only a conflict the request caused is 409. A connection lost while the request's
+ * write commits is a 500 without Retry-After that says the write may have been made, since retrying it blindly could
+ * make it twice.
  */
 
 const RESNET = parseJobSpec(
@@ -138,6 +141,44 @@ describeWithPostgres('API answers to PostgreSQL state errors', (pg) => {
       ]);
     } finally {
       readOnly.close();
+    }
+  });
+
+  it('answers 500 without Retry-After, saying it may have been applied, when the connection is lost in the commit', async () => {
+    const url = pg.server.createDatabase();
+    const jobsDatabase = new URL(url).pathname.slice(1);
+    // Migrated before commits wait, so the constructor's own commits go through.
+    const submitting = new PostgresStateStore(waitingCommitUrl(url, 'fleetwise-api-commit'));
+    try {
+      vi.spyOn(service, 'submit').mockImplementation((spec, team) => submitting.submitJob({ ...spec, team }));
+      const held = await holdCommits(pg.server);
+      let response: Response;
+      try {
+        const ender = endBackendWhenCommitWaits(pg.server, 'fleetwise-api-commit');
+        await ender.watching;
+        response = await fetch(`${server.url}/v1/jobs`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/yaml' },
+          body: readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', 'resnet.yaml'), 'utf8'),
+        });
+        await ender.ended;
+      } finally {
+        await held.release();
+      }
+      expect(response.status).toBe(500);
+      expect(response.headers.get('retry-after')).toBeNull();
+      expect(((await response.json()) as { error: string }).error).toBe(
+        'the state database connection was lost while committing this request: it may or may not have been ' +
+          'applied; check before sending it again (a submission sent with an Idempotency-Key is safe to send ' +
+          'again with the same key)',
+      );
+      expect(loggedErrors()).toEqual([
+        expect.stringMatching(/^the state database connection was lost while committing/),
+      ]);
+      // It was applied: a retry would have made a second job.
+      expect(pg.server.sql('SELECT id FROM jobs', jobsDatabase)).toEqual([{ id: 'job-1' }]);
+    } finally {
+      submitting.close();
     }
   });
 

@@ -7,7 +7,7 @@ import {
   StateStoreFaultError,
   UnknownRecordError,
 } from '../state-store.js';
-import { PostgresError } from '../state/postgres/connection.js';
+import { CommitOutcomeUnknownError, PostgresError } from '../state/postgres/connection.js';
 import { isObjectStoreError } from '../../storage/object-store-error.js';
 import { InvalidObjectKeyError } from '../../storage/object-key.js';
 import { AuthError } from './auth.js';
@@ -67,6 +67,15 @@ export function toHttpError(
   // Another controller took the lease: this one can no longer write; the active one can.
   if (error instanceof FencedWriteError)
     return new HttpError(503, error.message, undefined, STATE_RETRY_AFTER_SECONDS);
+  // The connection lost during the commit: the write may have been made, so a blind retry may make it twice. Not a
+  // 503 (clients retry those): the client is told to look first, or to send it again under the same key.
+  if (error instanceof CommitOutcomeUnknownError)
+    return new HttpError(
+      500,
+      'the state database connection was lost while committing this request: it may or may not have been ' +
+        'applied; check before sending it again (a submission sent with an Idempotency-Key is safe to send again ' +
+        'with the same key)',
+    );
   // The database unreachable, a timeout, a lock or serialization conflict: passing, so a client should retry (as it
   // does on 503), not give up as on a conflict with the state.
   if (error instanceof PostgresError && error.transient)

@@ -8,10 +8,10 @@ import { describeSqlState } from './sql-state.js';
 /**
  * A statement PostgreSQL refused, or a connection it did not give, with its SQLSTATE (e.g. 23505 unique violation,
  * 57014 statement timeout), which the message names with its meaning. `transient` when the same request may well
- * succeed if tried again shortly: the server was unreachable or the connection lost, a timeout, a lock or
- * serialization conflict, a server shutting down or short of resources (the API answers 503). Any other is a fault
- * of the store, not of the request (a read-only server, a missing grant, damaged data, a constraint the store's own
- * statement broke): the API's 500, logged for the operator.
+ * succeed if tried again shortly: the server was unreachable or the connection lost (but not during a COMMIT:
+ * CommitOutcomeUnknownError), a timeout, a lock or serialization conflict, a server shutting down or short of
+ * resources (the API answers 503). Any other is a fault of the store, not of the request (a read-only server, a
+ * missing grant, damaged data, a constraint the store's own statement broke): the API's 500, logged for the operator.
  */
 export class PostgresError extends StateStoreFaultError {
   override name = 'PostgresError';
@@ -23,6 +23,25 @@ export class PostgresError extends StateStoreFaultError {
   ) {
     super(message);
     this.transient = transient;
+  }
+}
+
+/**
+ * The connection was lost while its COMMIT was on the way or being carried out, so no answer will say whether the
+ * transaction committed: PostgreSQL may well have committed it (it commits locally before it answers, and then waits,
+ * e.g. for a synchronous standby), or the server went before it read the COMMIT. Not transient: doing the same write
+ * again may make it twice (a second job). The connection is replaced before the next transaction, as after any loss.
+ */
+export class CommitOutcomeUnknownError extends PostgresError {
+  override name = 'CommitOutcomeUnknownError';
+  constructor(lost: PostgresError) {
+    super(
+      'the state database connection was lost while committing: the change may or may not have been saved ' +
+        `(${lost.message})`,
+      lost.sqlState,
+      false,
+    );
+    this.cause = lost;
   }
 }
 
@@ -72,6 +91,11 @@ export class PostgresConnection implements SqlConnection {
   private versions = 0;
   /** The open transaction wrote something (so the commit check applies). */
   private wrote = false;
+  /**
+   * A statement of the open transaction may have changed data: a write, or a statement of this dialect (`query`,
+   * `script`: the lease, the schema). Only then does a COMMIT lost on the way leave something unknown.
+   */
+  private mayHaveChanged = false;
   private broken = false;
   private closed = false;
   private commitCheck: CommitCheck | undefined;
@@ -122,7 +146,7 @@ export class PostgresConnection implements SqlConnection {
       this.throwIfAborted();
       if (outer) {
         if (this.wrote) this.commitCheck?.();
-        this.execute('COMMIT', []);
+        this.commit();
       } else this.execute(`RELEASE SAVEPOINT ${savepoint}`, []);
       return result;
     } catch (e) {
@@ -132,8 +156,23 @@ export class PostgresConnection implements SqlConnection {
       this.depth -= 1;
       if (outer) {
         this.wrote = false;
+        this.mayHaveChanged = false;
         this.failed = undefined;
       }
+    }
+  }
+
+  /**
+   * COMMIT the outermost transaction. PostgreSQL refusing it (a deferred constraint, a serialization failure) rolled
+   * the transaction back, and that error says so; the connection lost with no answer leaves the outcome unknown.
+   */
+  private commit(): void {
+    try {
+      this.execute('COMMIT', []);
+    } catch (e) {
+      if (this.broken && this.mayHaveChanged && e instanceof PostgresError)
+        throw new CommitOutcomeUnknownError(e);
+      throw e;
     }
   }
 
@@ -168,6 +207,7 @@ export class PostgresConnection implements SqlConnection {
     // A write outside a transaction still gets its own, so the commit check covers it.
     if (this.depth === 0) return this.transaction(() => this.run(sql, ...params));
     this.wrote = true;
+    this.mayHaveChanged = true;
     this.execute(this.translate(sql), params, sql);
     const changed = Number.parseInt(this.client.pq.cmdTuples(), 10);
     return Number.isNaN(changed) ? 0 : changed;
@@ -188,6 +228,7 @@ export class PostgresConnection implements SqlConnection {
   nextNumber(table: NumberedTable): number {
     if (this.depth === 0) throw new StateStoreError('nextNumber outside a transaction');
     this.wrote = true;
+    this.mayHaveChanged = true;
     const row = this.execute('UPDATE counters SET value = value + 1 WHERE name = $1 RETURNING value', [
       table,
     ])[0];
@@ -210,18 +251,21 @@ export class PostgresConnection implements SqlConnection {
   numberUsed(table: NumberedTable, number: number): void {
     if (this.depth === 0) throw new StateStoreError('numberUsed outside a transaction');
     this.wrote = true;
+    this.mayHaveChanged = true;
     this.execute('UPDATE counters SET value = GREATEST(value, $2) WHERE name = $1', [table, number]);
   }
 
   /** Statements of this dialect, `$n` parameters, outside the shared queries (schema, lease). */
   query(sql: string, params: readonly Param[] = []): Row[] {
     if (this.depth === 0) this.reconnectIfBroken();
+    else this.mayHaveChanged = true;
     return this.execute(sql, params);
   }
 
   /** Several statements at once (PQexec: no parameters), e.g. a migration. */
   script(sql: string): void {
     if (this.depth === 0) this.reconnectIfBroken();
+    else this.mayHaveChanged = true;
     try {
       this.client.querySync(sql);
     } catch (e) {
@@ -270,7 +314,8 @@ export class PostgresConnection implements SqlConnection {
       cause === undefined
         ? ''
         : `; the transaction had failed at \`${cause.statement}\`: ${cause.error.message}`;
-    // A connection that broke has no SQLSTATE, and is replaced before the next transaction: worth trying again.
+    // A connection that broke has no SQLSTATE, and is replaced before the next transaction: worth trying again
+    // (but for a COMMIT, which may have been carried out: `commit` says so instead).
     const error = new PostgresError(
       `PostgreSQL: ${primary}${detail}${meaning}${earlier}`,
       sqlState,
