@@ -313,9 +313,14 @@ export function writeFilesAtomically(files: readonly OutputFile[]): void {
   const token = randomBytes(6).toString('hex');
   const staged: Staged[] = [];
   let failed: Failure | undefined;
-  for (const file of files) {
+  for (const [index, file] of files.entries()) {
     try {
-      staged.push(stage(file, token));
+      // Each file its own temporary name, even two given the same target (refused just below).
+      const next = stage(file, `${token}-${index}`);
+      staged.push(next);
+      const same = staged.find((s) => s !== next && s.target === next.target);
+      if (same !== undefined)
+        throw new Error(`it is also ${same.file.flag}'s file ${same.file.path}: give each file its own path`);
     } catch (e) {
       failed = { file, error: e };
       break;

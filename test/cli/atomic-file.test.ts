@@ -107,6 +107,26 @@ describe('writeFilesAtomically', () => {
     expect(readdirSync(disk).sort()).toEqual(['filler', 'trace.json']);
   });
 
+  it('refuses two files of a set with one target (a link to the other included), writing neither', () => {
+    const dir = join(tmp, 'same-target');
+    mkdirSync(dir);
+    const file = join(dir, 'report.json');
+    writeFileSync(file, 'old\n');
+    symlinkSync(file, join(dir, 'alias.json'));
+    const e = failureOf(() =>
+      writeFilesAtomically([
+        { path: file, text: 'report\n', flag: '--out' },
+        { path: join(dir, 'alias.json'), text: 'table\n', flag: '--save-colocation-table' },
+      ]),
+    );
+    expect(e.message).toBe(
+      `--save-colocation-table: cannot write ${join(dir, 'alias.json')}: it is also --out's file ${file}: give ` +
+        'each file its own path; none of the files was written',
+    );
+    expect(readFileSync(file, 'utf8')).toBe('old\n');
+    expect(readdirSync(dir).sort()).toEqual(['alias.json', 'report.json']);
+  });
+
   it('writes none of a set when one cannot be written', () => {
     const disk = smallDisk('second-full', '8k');
     const roomy = join(tmp, 'roomy');

@@ -174,6 +174,30 @@ describeWithPostgres('controllers on one PostgreSQL: starting on the lease', (pg
     expect(leaseOf(url)).toEqual({ holder: undefined, epoch: 2 });
   });
 
+  it('a standby given a --submit file that is not a job spec is refused at start, not when it would take over', async () => {
+    const url = pg.server.createDatabase();
+    const stateDir = newStateDir('standby-submit');
+    const config = configFile('standby-submit', 'prod');
+    const active = await startController(config, url, stateDir);
+    await until(
+      'the active controller',
+      () => active.output().includes('fleetwise controller: cluster prod'),
+      60_000,
+      active.output,
+    );
+    const bad = join(stateDir, 'bad.yaml');
+    writeFileSync(bad, 'name: x\n');
+    const standby = await startController(config, url, stateDir, { args: ['--submit', bad] });
+    const exit = await exitWithin(standby, 30_000);
+    expect(exit, standby.output()).toEqual({ code: 2, signal: null });
+    expect(standby.output()).toContain('invalid input: --submit');
+    expect(standby.output()).not.toContain('standby on');
+    // The active controller's lease is untouched.
+    expect(leaseOf(url).epoch).toBe(1);
+    active.child.kill('SIGTERM');
+    expect((await active.exited).code).toBe(0);
+  });
+
   it('a controller whose start fails gives the lease back at once', async () => {
     const url = pg.server.createDatabase();
     const stateDir = newStateDir('failed-start');

@@ -6,7 +6,9 @@ import type { RunRequest } from '../../sim/run-request.js';
 import type { RunResult } from '../../world/run-result.js';
 import { writeFilesAtomically, type OutputFile } from '../atomic-file.js';
 import { readFlagFileWithLines } from '../flag-file.js';
-import { checkOutputFile } from '../output-target.js';
+import { checkOutputFile, realTarget } from '../output-target.js';
+import { REPORT_FILES } from '../../sim/report/write.js';
+import { join } from 'node:path';
 
 /**
  * `--colocation-table FILE`: a learned co-location table, checked field by field, each problem with its line (a table
@@ -21,7 +23,12 @@ export function readColocationTableFile(path: string): SerializedColocationTable
  * runs: only Eva learns co-location, and a table is saved from exactly one Eva run.
  */
 export function colocationTableRequest(
-  flags: { readonly colocationTable?: string | undefined; readonly saveColocationTable?: string | undefined },
+  flags: {
+    readonly colocationTable?: string | undefined;
+    readonly saveColocationTable?: string | undefined;
+    /** The report directory (`--out`), whose files the table may not be. */
+    readonly out?: string | undefined;
+  },
   evaRuns: number,
 ): Pick<RunRequest, 'evaLearnedColocation' | 'returnLearnedColocation'> {
   if (flags.colocationTable !== undefined && evaRuns === 0)
@@ -32,6 +39,16 @@ export function colocationTableRequest(
         `saves the table of exactly one Eva run; this command makes ${evaRuns}`,
       ]);
     checkOutputFile(flags.saveColocationTable, '--save-colocation-table');
+    const table = realTarget(flags.saveColocationTable);
+    const out = flags.out;
+    const clash =
+      out === undefined
+        ? undefined
+        : Object.values(REPORT_FILES).find((f) => realTarget(join(out, f)) === table);
+    if (clash !== undefined)
+      throw new ValidationError('--save-colocation-table', [
+        `${flags.saveColocationTable} is --out's ${clash}: give the table a path of its own`,
+      ]);
   }
   return {
     evaLearnedColocation:

@@ -112,10 +112,16 @@ export async function runController(
   };
   const giveBackOnStop = giveBackOnSignal(giveBack);
   const started = await (async () => {
-    const state = await openActiveState(config, { clock, log, opened: (s) => (opened = s) });
-    // Checked where they would be submitted, before anything serves: a restart (a state with jobs) submits none.
-    if ((flags.submit?.length ?? 0) > 0 && state.store.listJobs().length === 0)
-      await checkSubmitFiles(flags.submit ?? []);
+    const state = await openActiveState(config, {
+      clock,
+      log,
+      opened: (s) => (opened = s),
+      // Checked where they would be submitted (a restart, a state with jobs, submits none), before a standby waits.
+      beforeLease: async (s) => {
+        if ((flags.submit?.length ?? 0) > 0 && s.store.listJobs().length === 0)
+          await checkSubmitFiles(flags.submit ?? []);
+      },
+    });
 
     // Checked once the state is this controller's: the types its instances ran are the ones its bills must price.
     const {

@@ -16,6 +16,8 @@ export async function openActiveState(
     readonly clock: Clock;
     readonly log: ControllerLogger;
     readonly opened?: (state: ControllerState) => void;
+    /** Checks on the open state before any wait for the lease: a standby is refused at start, not at takeover. */
+    readonly beforeLease?: (state: ControllerState) => Promise<void>;
   },
 ): Promise<ControllerState> {
   const { clock, log } = options;
@@ -25,6 +27,7 @@ export async function openActiveState(
     log,
   });
   options.opened?.(state);
+  await options.beforeLease?.(state);
   // A standby waits here, before anything touches the cloud or the workers, until the lease is its own.
   await state.becomeActive((reason) => {
     log.error(`lost the controller lease (${reason}); exiting so that only the new active controller acts`);
