@@ -145,14 +145,15 @@ describeWithMoto(
       const timeoutSeconds = 6;
       const stateDir = join(scratch, 'crash-loop-state');
       const dbPath = join(stateDir, 'state.db');
-      // With a worker bootstrap (its controller URL is never called: moto boots nothing), the controller waits for each
-      // instance's worker to register, and none ever does.
+      // With a worker bootstrap (its controller URL is never called: moto boots nothing; port 2, not one of fetch's bad
+      // ports, which the controller refuses), the controller waits for each instance's worker to register, and none
+      // ever does.
       const args = [
         ...awsControllerArgs(AMI, 'crash-loop-test', stateDir, join(scratch, 'crash-loop-objects')),
         '--listen',
         '127.0.0.1:0',
         '--worker-controller-url',
-        'http://127.0.0.1:9',
+        'http://127.0.0.1:2',
         '--registration-timeout-seconds',
         String(timeoutSeconds),
       ];
