@@ -215,6 +215,7 @@ export function buildControllerParts(
     costs: () => hooks.costs(),
     catalog: billingCatalog,
     safeEvent: (kind, message) => hooks.safeEvent(kind, message),
+    lateRecordsWithinSeconds: deps.settings.workerHeartbeatTimeoutSeconds,
   });
   const interruptions = new SpotInterruptions({
     store: deps.store,

@@ -30,6 +30,13 @@ export interface ReportWriterDeps {
   readonly catalog: () => Catalog;
   /** Record an event, never throwing (the loop goes on when the store fails). */
   readonly safeEvent: (kind: string, message: string) => void;
+  /**
+   * How long after the fact a record dated before it may still be made (the workers' heartbeat timeout: a worker
+   * reports a task's exit at its next heartbeat, which a controller that was down hears only once it is back, dated
+   * when the task exited). An ended month's report waits this long past the month's end and past this controller's
+   * start, so such an exit is in it. Default 0.
+   */
+  readonly lateRecordsWithinSeconds?: number;
 }
 
 /** The first month whose report the controller writes: its first job's; none before any job. */
@@ -58,9 +65,12 @@ export class ReportWriter {
   private monthRetryAtSeconds = 0;
   /** The next month to report, once the store has said (its end is when the store is asked again). */
   private nextMonth: string | undefined;
+  /** When this controller started (records of before may reach it late, until a heartbeat timeout after). */
+  private readonly startedAtSeconds: number;
 
   constructor(private readonly deps: ReportWriterDeps) {
-    this.nextAtSeconds = deps.clock.nowSeconds() + deps.everySeconds;
+    this.startedAtSeconds = deps.clock.nowSeconds();
+    this.nextAtSeconds = this.startedAtSeconds + deps.everySeconds;
   }
 
   /** When the periodic report is due (the loop wakes for it); not while one is being written (it may take long). */
@@ -148,11 +158,15 @@ export class ReportWriter {
    * read again then: another controller on the same store may have written it meanwhile).
    */
   private endedMonthToWrite(now: number): string | undefined {
-    if (this.nextMonth !== undefined && utcMonthBounds(this.nextMonth).endSeconds > now) return undefined;
+    if (this.nextMonth !== undefined && this.settledAt(this.nextMonth) > now) return undefined;
     this.nextMonth = this.unwrittenMonth();
-    return this.nextMonth !== undefined && utcMonthBounds(this.nextMonth).endSeconds <= now
-      ? this.nextMonth
-      : undefined;
+    return this.nextMonth !== undefined && this.settledAt(this.nextMonth) <= now ? this.nextMonth : undefined;
+  }
+
+  /** When every record of `month` has been made: its end, or this controller's start, and the late records' time. */
+  private settledAt(month: string): number {
+    const end = utcMonthBounds(month).endSeconds;
+    return Math.max(end, this.startedAtSeconds) + (this.deps.lateRecordsWithinSeconds ?? 0);
   }
 
   /** The month after the last one written, or the first job's month when none is. */

@@ -27,6 +27,8 @@ export interface ControllerSettings {
   readonly registrationBackoffBaseSeconds: number;
   readonly registrationBackoffMaxSeconds: number;
   readonly reportEverySeconds: number;
+  /** A worker silent this long is lost; a task's exit it reports may be heard this late (default 0: tests). */
+  readonly workerHeartbeatTimeoutSeconds?: number | undefined;
   /** Cost reports kept in the object store, the newest (default report-retention.ts's 168). */
   readonly reportsKept?: number | undefined;
   readonly tags?: Readonly<Record<string, string>>;
@@ -82,6 +84,7 @@ export function settingsFromConfig(config: ControllerConfig): ControllerSettings
     registrationBackoffBaseSeconds: config.workerRegistration.backoffBaseSeconds,
     registrationBackoffMaxSeconds: config.workerRegistration.backoffMaxSeconds,
     reportEverySeconds: config.reportEverySeconds,
+    workerHeartbeatTimeoutSeconds: config.workerHeartbeatTimeoutSeconds,
     tags: config.ec2.tags,
     loopStuckSeconds: config.loopStuckSeconds,
     predictionHorizonSeconds: config.predictions.horizonDays * 86_400,

@@ -123,8 +123,14 @@ describe('the report of a month that has ended', () => {
   });
 });
 
-function writerFor(store: MemoryStateStore, clock: ManualClock, objects: ObjectStore): ReportWriter {
+function writerFor(
+  store: MemoryStateStore,
+  clock: ManualClock,
+  objects: ObjectStore,
+  lateRecordsWithinSeconds?: number,
+): ReportWriter {
   return new ReportWriter({
+    ...(lateRecordsWithinSeconds === undefined ? {} : { lateRecordsWithinSeconds }),
     store,
     clock,
     log: silentLogger,
@@ -424,6 +430,36 @@ describe('monthly reports in the object store', () => {
     );
     // The instance never ended: the whole of December, 31 days.
     expect(december.totalCost).toBeCloseTo(priceOf('c7i.xlarge') * 24 * 31, 6);
+  });
+
+  it("waits a heartbeat timeout past the month's end and its own start, so an exit heard late is in it", async () => {
+    const objects = await openObjectStore(join(scratch, 'late-exit'));
+    const { clock, store } = oneJobAcrossTheMonthEnd();
+    const hour = priceOf('c7i.xlarge');
+    // The task exits ten minutes before October ends, while the controller is down; it is back 30 s into November.
+    clock.advance(NOV_1 + 30 - clock.nowSeconds());
+    const writer = writerFor(store, clock, objects, 60);
+    await writer.writeDue();
+    expect(await keysUnder(objects, 'reports/months/')).toEqual([]);
+    // The worker's next heartbeat says the task exited 645 s ago.
+    clock.advance(15);
+    store.setTaskState('job-1.0', 'finished', undefined, { atSeconds: NOV_1 - 600 });
+    clock.advance(30);
+    await writer.writeDue();
+    // 75 s after the month's end, but 45 s after the start: a worker may not have been heard yet.
+    expect(await keysUnder(objects, 'reports/months/')).toEqual([]);
+    clock.advance(15);
+    await writer.writeDue();
+    const october = parseReportDocument(
+      (await objects.getBuffer(monthlyReportKeys('2026-10').json)).toString('utf8'),
+      'october',
+    );
+    // The job's time ends at its exit; the instance's last ten minutes of October are idle.
+    expect(october.totalCost).toBeCloseTo(hour, 9);
+    expect(october.byJob.map((j) => [j.id, Number(j.cost.toFixed(9))])).toEqual([
+      ['job-1', Number(((hour * 2900) / 3600).toFixed(9))],
+    ]);
+    expect(october.idleCost).toBeCloseTo((hour * 700) / 3600, 9);
   });
 
   it('answers an ended month from its stored report, at the prices of then, and says when it has none', async () => {
