@@ -443,7 +443,7 @@ describe('monthly reports in the object store', () => {
     expect(await keysUnder(objects, 'reports/months/')).toEqual([]);
     // The worker's next heartbeat says the task exited 645 s ago.
     clock.advance(15);
-    store.setTaskState('job-1.0', 'finished', undefined, { atSeconds: NOV_1 - 600 });
+    store.setTaskState('job-1.0', 'succeeded', undefined, { atSeconds: NOV_1 - 600 });
     clock.advance(30);
     await writer.writeDue();
     // 75 s after the month's end, but 45 s after the start: a worker may not have been heard yet.
