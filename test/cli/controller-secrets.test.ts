@@ -50,12 +50,13 @@ describe('a token file in the state directory', () => {
     expect(readFileSync(path, 'utf8')).toBe(content); // left as it was for the operator to see
   });
 
-  it('gets a new token when empty', () => {
+  it('gets a new token when empty, owner-only even when the empty file was not', () => {
     const path = join(scratch, 'empty');
-    writeFileSync(path, '\n');
+    writeFileSync(path, '\n', { mode: 0o644 });
     const made = ensureSecretFile(path);
     expect(made.created).toBe(true);
     expect(readFileSync(path, 'utf8')).toBe(`${made.value}\n`);
+    expect(statSync(path).mode & 0o777).toBe(0o600);
   });
 });
 

@@ -45,6 +45,12 @@ export function ensureSecretFile(path: string): { value: string; created: boolea
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
   }
   const value = randomBytes(32).toString('base64url');
+  // An empty file keeps its mode through a write (`mode` applies only to a file created): owner-only first.
+  try {
+    chmodSync(path, 0o600);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
   writeFileSync(path, `${value}\n`, { mode: 0o600, flag: 'w' });
   return { value, created: true };
 }
