@@ -343,6 +343,27 @@ describe('restore from a backup', () => {
     restored.close();
   });
 
+  it("refuses the backups' tokens cut short, saying what to do, and restores without them once moved aside", async () => {
+    const c = new RestoreCluster(scratch);
+    await c.submit('one');
+    await c.backup.run();
+    c.state.close();
+    const secrets = join(c.objectsDir, backupSecretsKey('prod'));
+    writeFileSync(secrets, '{"version":1,"workerToken":');
+    const message = await refusedRestore(c.objectsDir);
+    expect(message).toMatch(
+      /^the backups' tokens are unreadable \(.* backups\/prod\/secrets\.json: not valid JSON /,
+    );
+    expect(message).toContain('); move that document aside to restore without them');
+    expect(message).toMatch(/; nothing was installed$/);
+    renameSync(secrets, join(c.dir, 'secrets.json.aside'));
+    const { dir, summary } = await c.restore(c.objectsDir);
+    expect(summary.secrets).toEqual([]);
+    const restored = new SqliteStateStore(join(dir, 'state.db'));
+    expect(restored.listJobs().map((j) => j.name)).toEqual(['one']);
+    restored.close();
+  });
+
   it('restores a given backup rather than the newest, and refuses one of another cluster', async () => {
     const c = new RestoreCluster(scratch);
     await c.submit('first');

@@ -24,6 +24,7 @@ import { SqliteStateStore } from '../state/sqlite-state-store.js';
 import {
   backupManifestSchema,
   backupSecretsSchema,
+  type BackupSecrets,
   readDocument,
   SECRET_NAMES,
   type BackupManifest,
@@ -404,7 +405,19 @@ async function install(restored: string, dbFile: string): Promise<void> {
 async function restoreSecrets(store: ObjectStore, options: RestoreOptions): Promise<string[]> {
   const key = backupSecretsKey(options.cluster);
   if (!(await store.exists(key))) return [];
-  const secrets = readDocument(backupSecretsSchema, await store.getBuffer(key), `${store.location} ${key}`);
+  const bytes = await store.getBuffer(key);
+  let secrets: BackupSecrets;
+  try {
+    secrets = readDocument(backupSecretsSchema, bytes, `${store.location} ${key}`);
+  } catch (e) {
+    // One document every backup overwrites: cut short, it would refuse every backup of the cluster, with no way past.
+    throw new RestoreError(
+      `the backups' tokens are unreadable (${(e as Error).message}); move that document aside to restore without ` +
+        'them (the controller makes new ones at start, which its workers and clients must then be given); ' +
+        'nothing was installed',
+      { cause: e },
+    );
+  }
   const written: string[] = [];
   for (const name of SECRET_NAMES) {
     const value = secrets[name];
