@@ -15,6 +15,7 @@ import { prepareHostPaths } from '../../src/worker/executors/task-host-paths.js'
 import { persistTask } from '../../src/worker/task-record.js';
 import { BASE_IMAGE, describeWithDocker, type DockerContext } from '../helpers/dockerd.js';
 import { killProcessGroups } from '../helpers/processes-under.js';
+import { UNREACHABLE_URL } from '../helpers/unreachable-url.js';
 
 /**
  * After a crash (controller and worker killed; the worker's containers keep running, as they must for a restarted
@@ -76,7 +77,7 @@ function providerOn(stateDir: string, engine: DockerContext): LocalProvider {
     instancesDir: join(stateDir, 'instances'),
     catalog: loadCatalogFile(),
     spawner: new ProcessWorkerSpawner({
-      controllerUrl: 'http://127.0.0.1:9',
+      controllerUrl: UNREACHABLE_URL,
       launchSecretKey: 'unused-key',
       executorKind: 'docker',
       executorFor: (_dir, instanceId) => new DockerExecutor({ docker: engine.docker, instanceId }),
@@ -179,7 +180,7 @@ function controllerProviderOn(stateDir: string, warnings: string[]): LocalProvid
     catalog: loadCatalogFile(),
     taskStopRetryMs: 300,
     spawner: new ProcessWorkerSpawner({
-      controllerUrl: 'http://127.0.0.1:9',
+      controllerUrl: UNREACHABLE_URL,
       launchSecretKey: 'unused-key',
       executorKind: 'docker',
       executorFor: taskStopperFor,

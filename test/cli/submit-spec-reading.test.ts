@@ -7,6 +7,7 @@ import { validateJobSpec } from '../../src/controller/job-spec/parse.js';
 import { ValidationError } from '../../src/core/validation.js';
 import { catalog } from '../controller/controller-fixtures.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+import { UNREACHABLE_URL } from '../helpers/unreachable-url.js';
 
 /**
  * How `fleetwise submit` reads a spec file before sending it: as the controller reads spec text, once, in time linear
@@ -87,7 +88,7 @@ describe('submit --dry-run (CLI subprocess) on a spec repeating a key', () => {
     const json = file('k4.json', `{"name":"a","team":"t","name":"b","tasks":${tasks}}`);
     const yaml = file('k4.yaml', `${HEAD}team: other\n`);
     // No controller listens here: the spec is refused while it is read, before anything is sent.
-    const env = { ...process.env, FLEETWISE_SERVER: 'http://127.0.0.1:9', FLEETWISE_TOKEN: 'unused' };
+    const env = { ...process.env, FLEETWISE_SERVER: UNREACHABLE_URL, FLEETWISE_TOKEN: 'unused' };
     const fromJson = await runCli(['submit', '--dry-run', json], env);
     expect(fromJson.code).toBe(2);
     expect(fromJson.stderr).toBe(

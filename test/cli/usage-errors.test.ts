@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
+import { UNREACHABLE_URL } from '../helpers/unreachable-url.js';
 
 /**
  * Bad input to the CLI, however it is bad (commander's usage errors, a flag's value, a file a flag names), exits 2
@@ -57,7 +58,7 @@ describe('bad input named by its flag, exit 2 (built CLI)', () => {
         'give the directory the controller was started with\n',
     ]);
     const worker = await runCli(
-      ['worker', '--controller', 'http://127.0.0.1:9', '--instance-id', 'i-1', '--work-dir', file],
+      ['worker', '--controller', UNREACHABLE_URL, '--instance-id', 'i-1', '--work-dir', file],
       { ...process.env, FLEETWISE_WORKER_TOKEN: 'worker-token-0123456789' },
     );
     expect(worker.code).toBe(2);

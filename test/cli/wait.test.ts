@@ -6,6 +6,7 @@ import type { JobSpec } from '../../src/controller/job-spec/spec.js';
 import type { JobState } from '../../src/controller/state-store.js';
 import { ADMIN_TOKEN, fakeWithTeams, type FakeControllerService } from '../controller/api-fake-service.js';
 import { ensureBuiltCli, runCli, type CliResult } from '../helpers/built-cli.js';
+import { UNREACHABLE_URL } from '../helpers/unreachable-url.js';
 
 /**
  * `fleetwise wait` as users run it (a subprocess) against an API server over a real socket, the jobs' states set in
@@ -114,11 +115,27 @@ it('waits through a controller restart (the API gone a while), then ends as the 
 it('fails at once when the controller cannot be reached at all', async () => {
   const result = await runCli(['wait', 'job-1'], {
     ...process.env,
+    FLEETWISE_SERVER: UNREACHABLE_URL,
+    FLEETWISE_TOKEN: ADMIN_TOKEN,
+  });
+  expect(result.code).toBe(1);
+  expect(result.stderr).toContain(
+    `cannot reach the controller at ${UNREACHABLE_URL} (GET /v1/jobs/job-1): ECONNREFUSED`,
+  );
+  expect(result.stderr).not.toContain("fetch's bad ports");
+});
+
+it("fails at once on one of fetch's bad ports, saying so rather than that nothing answered", async () => {
+  const result = await runCli(['wait', 'job-1'], {
+    ...process.env,
     FLEETWISE_SERVER: 'http://127.0.0.1:9',
     FLEETWISE_TOKEN: ADMIN_TOKEN,
   });
   expect(result.code).toBe(1);
-  expect(result.stderr).toContain('cannot reach the controller at http://127.0.0.1:9');
+  expect(result.stderr).toContain(
+    "cannot reach the controller at http://127.0.0.1:9 (GET /v1/jobs/job-1): port 9 is one HTTP clients refuse (fetch's bad ports)",
+  );
+  expect(result.stderr).not.toContain('ECONNREFUSED');
 });
 
 it('gives up at --timeout, naming the jobs not ended', async () => {

@@ -4,11 +4,12 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runWorker } from '../../src/cli/commands/worker.js';
 import { ValidationError } from '../../src/core/validation.js';
+import { UNREACHABLE_URL } from '../helpers/unreachable-url.js';
 
 /** `fleetwise worker`'s latency-probe flags are checked before the worker starts anything, naming the flag. */
 describe('fleetwise worker: latency probe flags', () => {
   const base = {
-    controller: 'http://127.0.0.1:9',
+    controller: UNREACHABLE_URL,
     token: 'worker-token-0123456789',
     instanceId: 'local-x',
     executor: 'process',
@@ -60,7 +61,7 @@ describe('fleetwise worker: flags first, each named', () => {
   const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-worker-flags-'));
   afterAll(() => rmSync(scratch, { recursive: true, force: true }));
   const withoutCredential = {
-    controller: 'http://127.0.0.1:9',
+    controller: UNREACHABLE_URL,
     instanceId: 'local-x',
     executor: 'process',
     workDir: join(scratch, 'work'),
@@ -71,6 +72,14 @@ describe('fleetwise worker: flags first, each named', () => {
     expect(error).toBeInstanceOf(ValidationError);
     return error as ValidationError;
   }
+
+  it("a controller on one of fetch's bad ports, with no credential to register with", async () => {
+    // fetch would refuse every registration without connecting: the worker would only ever give up.
+    const error = await refusal({ ...withoutCredential, controller: 'http://127.0.0.1:6666' });
+    expect(error.problems).toEqual([
+      "--controller: port 6666 is one HTTP clients refuse (fetch's bad ports); choose another",
+    ]);
+  });
 
   it('a bad probe port, with no credential to register with', async () => {
     const error = await refusal({ ...withoutCredential, probePort: '70000' });

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WORKER_PID_FILE } from '../../src/cli/state-dir-lock.js';
 import { CLI, ensureBuiltCli } from '../helpers/built-cli.js';
 import { bareEnv, pidAlive } from '../helpers/local-controller.js';
+import { UNREACHABLE_URL } from '../helpers/unreachable-url.js';
 
 /**
  * One `fleetwise worker` per work directory: a second one (an operator's restart while the first still runs, a
@@ -21,12 +22,12 @@ afterAll(() => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
-/** A worker that never reaches a controller (nothing listens on port 9) and never gives up: it just runs. */
+/** A worker that never reaches a controller (nothing listens at its address) and never gives up: it just runs. */
 function workerArgs(workDir: string): string[] {
   return [
     'worker',
     '--controller',
-    'http://127.0.0.1:9',
+    UNREACHABLE_URL,
     '--token',
     'worker-token-0123456789',
     '--instance-id',

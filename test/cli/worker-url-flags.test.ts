@@ -4,11 +4,13 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 import { bareEnv } from '../helpers/local-controller.js';
+import { UNREACHABLE_URL } from '../helpers/unreachable-url.js';
 
 /**
- * `fleetwise worker` takes only http and https addresses for its controller and its metadata service, refused at start
- * as invalid input (exit 2) naming the flag or the environment variable: a worker given `notaurl` would otherwise run
- * without registering, or without spot notices behind one warning. Through the real CLI.
+ * `fleetwise worker` takes only http and https addresses for its controller and its metadata service, on ports fetch
+ * connects to, refused at start as invalid input (exit 2) naming the flag or the environment variable: a worker given
+ * `notaurl`, or a port fetch refuses without connecting (its bad ports), would otherwise run without registering, or
+ * without spot notices behind one warning. Through the real CLI.
  */
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-worker-urls-'));
 
@@ -18,7 +20,7 @@ afterAll(() => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
-/** A worker that gives up at once on a controller nothing answers for (port 9): an accepted address exits 1. */
+/** A worker that gives up at once on a controller nothing answers for: an accepted address exits 1. */
 function workerArgs(workDir: string, flags: readonly string[]): string[] {
   return [
     'worker',
@@ -41,15 +43,33 @@ describe('fleetwise worker: the addresses it is given', () => {
   it.each<[string, readonly string[], Record<string, string>, RegExp]>([
     [
       '--imds-url notaurl',
-      ['--controller', 'http://127.0.0.1:9', '--imds-url', 'notaurl'],
+      ['--controller', UNREACHABLE_URL, '--imds-url', 'notaurl'],
       {},
       /--imds-url: an http:\/\/ or https:\/\/ URL/,
     ],
     [
       'FLEETWISE_IMDS_URL=ftp://x',
-      ['--controller', 'http://127.0.0.1:9'],
+      ['--controller', UNREACHABLE_URL],
       { FLEETWISE_IMDS_URL: 'ftp://x' },
       /FLEETWISE_IMDS_URL: an http:\/\/ or https:\/\/ URL/,
+    ],
+    [
+      '--controller on a bad port',
+      ['--controller', 'http://127.0.0.1:9', '--spot-notices', 'off'],
+      {},
+      /--controller: port 9 is one HTTP clients refuse \(fetch's bad ports\); choose another/,
+    ],
+    [
+      '--controller on a bad port over https',
+      ['--controller', 'https://10.0.0.5:6000/', '--spot-notices', 'off'],
+      {},
+      /--controller: port 6000 is one HTTP clients refuse \(fetch's bad ports\); choose another/,
+    ],
+    [
+      '--imds-url on a bad port',
+      ['--controller', UNREACHABLE_URL, '--imds-url', 'http://127.0.0.1:10080'],
+      {},
+      /--imds-url: port 10080 is one HTTP clients refuse \(fetch's bad ports\); choose another/,
     ],
     [
       '--controller notaurl',
@@ -70,7 +90,12 @@ describe('fleetwise worker: the addresses it is given', () => {
   it('takes https for the controller and http for the metadata service (it starts, then gives up on them)', async () => {
     const workDir = join(scratch, 'accepted');
     const r = await runCli(
-      workerArgs(workDir, ['--controller', 'https://127.0.0.1:9', '--imds-url', 'http://127.0.0.1:9']),
+      workerArgs(workDir, [
+        '--controller',
+        UNREACHABLE_URL.replace('http:', 'https:'),
+        '--imds-url',
+        UNREACHABLE_URL,
+      ]),
       bareEnv(),
     );
     expect(r.code, r.stderr).toBe(1);

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { ProcessWorkerSpawner } from '../../src/cloud/local/worker-spawner.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
+import { UNREACHABLE_URL } from './unreachable-url.js';
 
 /**
  * The local provider's real spawner starting `main` (a stand-in worker script) for each instance, its tasks on the
@@ -8,7 +9,7 @@ import { ProcessExecutor } from '../../src/worker/executors/process.js';
  */
 export function fakeProcessWorkerSpawner(main: string): ProcessWorkerSpawner {
   return new ProcessWorkerSpawner({
-    controllerUrl: 'http://127.0.0.1:9',
+    controllerUrl: UNREACHABLE_URL,
     launchSecretKey: 'unused-key',
     executorKind: 'process',
     executorFor: (dir) => new ProcessExecutor({ stateDir: join(dir, 'executor') }),

@@ -12,6 +12,7 @@ import { ControllerClient } from '../../src/worker/controller-client.js';
 import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
 import type { DesiredTask, HeartbeatRequest, TaskReport } from '../../src/protocol/worker-protocol.js';
+import { UNREACHABLE_URL } from '../helpers/unreachable-url.js';
 
 /**
  * What the worker agent tests share: a small fake controller speaking the real worker protocol over HTTP
@@ -156,7 +157,7 @@ export function offlineLifecycle(
 ): TaskLifecycle {
   return new TaskLifecycle(
     {
-      connection: new ControllerClient('http://127.0.0.1:9'),
+      connection: new ControllerClient(UNREACHABLE_URL),
       credentials: { launch: launchSecretCredential('unused') },
       executor,
       openStore: () => store,

@@ -10,6 +10,7 @@ import { ControllerClient } from '../../src/worker/controller-client.js';
 import { ProcessExecutor } from '../../src/worker/executors/process.js';
 import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { BOOTSTRAP, RecordingLogger } from './agent-fixtures.js';
+import { UNREACHABLE_URL } from '../helpers/unreachable-url.js';
 
 /**
  * A worker that gives up on its controller records when it exited in its work directory, where the local provider
@@ -21,8 +22,8 @@ afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 function agentOn(workDir: string, logger: RecordingLogger): WorkerAgent {
   return new WorkerAgent({
-    // Port 9 (discard): nothing answers, every registration fails at once.
-    connection: new ControllerClient('http://127.0.0.1:9'),
+    // Nothing listens there: every registration is refused at once.
+    connection: new ControllerClient(UNREACHABLE_URL),
     credentials: { launch: launchSecretCredential(BOOTSTRAP) },
     executor: new ProcessExecutor({ stateDir: join(workDir, 'executor') }),
     openStore: (location) => new FsObjectStore(location),

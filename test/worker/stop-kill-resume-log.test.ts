@@ -10,6 +10,7 @@ import { ProcessExecutor } from '../../src/worker/executors/process.js';
 import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
 import { RecordingLogger, shellTask, until } from './agent-fixtures.js';
+import { UNREACHABLE_URL } from '../helpers/unreachable-url.js';
 
 /**
  * What a worker's log says of a task killed at its checkpoint-stop (it ignored the signal past its timeout): where it
@@ -36,7 +37,7 @@ describe('a task killed at its checkpoint-stop', () => {
     const logger = new RecordingLogger();
     const tasks = new TaskLifecycle(
       {
-        connection: new ControllerClient('http://127.0.0.1:9'),
+        connection: new ControllerClient(UNREACHABLE_URL),
         credentials: { launch: launchSecretCredential('unused') },
         executor,
         openStore: () => store,

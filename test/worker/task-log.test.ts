@@ -13,6 +13,7 @@ import { ControllerClient } from '../../src/worker/controller-client.js';
 import { launchSecretCredential } from '../../src/worker/launch-credential.js';
 import { TaskLifecycle } from '../../src/worker/task-lifecycle.js';
 import { shellLaunch } from './agent-fixtures.js';
+import { UNREACHABLE_URL } from '../helpers/unreachable-url.js';
 
 /**
  * Shipping a run's output as segments, with the real process executor and the real filesystem object store: only
@@ -190,7 +191,7 @@ describe('task log shipping', () => {
     const worker = (): TaskLifecycle =>
       new TaskLifecycle(
         {
-          connection: new ControllerClient('http://127.0.0.1:9'),
+          connection: new ControllerClient(UNREACHABLE_URL),
           credentials: { launch: launchSecretCredential('unused') },
           executor,
           openStore: () => store,

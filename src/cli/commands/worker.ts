@@ -32,6 +32,7 @@ import { DockerExecutor } from '../../worker/executors/docker.js';
 import { dockerUnreachable } from '../../worker/executors/docker-engine.js';
 import { ProcessExecutor } from '../../worker/executors/process.js';
 import { controllerAddressFileOf } from '../../protocol/controller-address.js';
+import { badPortOfUrl, badPortProblem } from '../../protocol/fetch-bad-ports.js';
 
 /**
  * `fleetwise worker`: the agent on an instance (EC2 user data starts it under systemd; the local provider spawns it).
@@ -116,19 +117,27 @@ const probeFlagsSchema = z
   });
 
 /**
- * The controller's and the metadata service's addresses: http or https only. Anything else (`notaurl`, `ftp://x`)
- * would start a worker that never registers, or one that runs without spot notices behind a warning in its log.
+ * The controller's and the metadata service's addresses: http or https only, on a port fetch connects to. Anything
+ * else (`notaurl`, `ftp://x`, `http://10.0.0.5:6000`) would start a worker that never registers, or one that runs
+ * without spot notices behind a warning in its log: the worker reaches both through fetch, which refuses its bad
+ * ports without connecting, as the controller refuses them for the addresses it serves and publishes.
  */
-const httpUrl = z.string().refine(
-  (text) => {
-    try {
-      return ['http:', 'https:'].includes(new URL(text).protocol);
-    } catch {
-      return false;
-    }
-  },
-  { message: 'an http:// or https:// URL' },
-);
+const httpUrl = z
+  .string()
+  .refine(
+    (text) => {
+      try {
+        return ['http:', 'https:'].includes(new URL(text).protocol);
+      } catch {
+        return false;
+      }
+    },
+    { message: 'an http:// or https:// URL' },
+  )
+  .superRefine((text, ctx) => {
+    const port = badPortOfUrl(text);
+    if (port !== undefined) ctx.addIssue({ code: 'custom', message: badPortProblem(port) });
+  });
 
 /** Each address under the name it was given by: the metadata service's flag wins over its environment variable. */
 const urlFlagsSchema = z.object({

@@ -10,6 +10,7 @@ import {
 } from '../../../src/cloud/local/worker-spawner.js';
 import { ProcessExecutor } from '../../../src/worker/executors/process.js';
 import { killProcessGroups } from '../../helpers/processes-under.js';
+import { UNREACHABLE_URL } from '../../helpers/unreachable-url.js';
 
 /**
  * A local worker's engine is recorded in its instance's directory when it is spawned, and a termination stops the
@@ -48,7 +49,7 @@ function spawner(
   warned: string[] = [],
 ): ProcessWorkerSpawner {
   return new ProcessWorkerSpawner({
-    controllerUrl: 'http://127.0.0.1:9',
+    controllerUrl: UNREACHABLE_URL,
     launchSecretKey: 'unused-key',
     executorKind,
     executorFor: (dir, _id, engine) => {
@@ -131,7 +132,7 @@ describe("a local worker's engine", () => {
   it('stops an instance whose worker recorded no task without asking any engine (an older worker, nothing recorded)', async () => {
     const inst = instance();
     const stopper = new ProcessWorkerSpawner({
-      controllerUrl: 'http://127.0.0.1:9',
+      controllerUrl: UNREACHABLE_URL,
       launchSecretKey: 'unused-key',
       executorKind: 'docker',
       executorFor: () => {
