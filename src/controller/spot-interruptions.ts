@@ -1,5 +1,5 @@
 import type { CloudProvider } from '../cloud/provider.js';
-import { UNAVAILABLE_OFFERING_SECONDS, type SpotNoticeTimes } from '../core/spot.js';
+import { SPOT_NOTICE_SECONDS, UNAVAILABLE_OFFERING_SECONDS, type SpotNoticeTimes } from '../core/spot.js';
 import { noticeTimeMs } from '../protocol/notice-time.js';
 import type { Clock } from './clock.js';
 import type { ControllerLogger } from './seams.js';
@@ -166,7 +166,7 @@ export class SpotInterruptions {
       // repeats the notice in every heartbeat, and each mark would push the pool's window on.
       if (this.markedLate.has(inst.id) || hasSpotNotice(store, inst.id)) return false;
       this.markedLate.add(inst.id);
-      return this.markOffering(inst);
+      return this.markOffering(inst, report);
     }
     if (hasSpotNotice(store, inst.id)) return false;
     const when = report.time === undefined ? '' : ` at ${report.time}`;
@@ -180,7 +180,7 @@ export class SpotInterruptions {
         data: { source: report.source, ...(report.time === undefined ? {} : { time: report.time }) },
       });
     });
-    this.markOffering(inst);
+    this.markOffering(inst, report);
     this.deps.log.warn(`spot interruption of ${inst.id}${when}: draining it`, {
       cloudId: inst.cloudId,
       source: report.source,
@@ -189,13 +189,26 @@ export class SpotInterruptions {
     return true;
   }
 
-  /** Whether the instance's offering could be marked (it has a zone, the provider keeps unavailable offerings). */
-  private markOffering(inst: InstanceRecord): boolean {
+  /**
+   * Whether the instance's offering could be marked (it has a zone, the provider keeps unavailable offerings). Its
+   * window counts from when EC2 gave the notice: one heard late (a queue's message kept through an outage) closes the
+   * pool for what is left of its window, if anything, not for a whole window from now.
+   */
+  private markOffering(inst: InstanceRecord, report: InterruptionReport): boolean {
     const provider = this.deps.provider;
     if (inst.availabilityZone === undefined || provider?.markOfferingUnavailable === undefined) return false;
-    provider.markOfferingUnavailable(inst.typeName, inst.availabilityZone, 'spot');
+    const givenAt = noticeGivenAtSeconds(report.time);
+    if (givenAt !== undefined && givenAt < this.deps.clock.nowSeconds())
+      provider.markOfferingUnavailable(inst.typeName, inst.availabilityZone, 'spot', givenAt);
+    else provider.markOfferingUnavailable(inst.typeName, inst.availabilityZone, 'spot');
     return true;
   }
+}
+
+/** When EC2 gave a spot interruption notice (epoch seconds): its lead before the time it acts, when that is known. */
+function noticeGivenAtSeconds(actionTime: string | undefined): number | undefined {
+  const actionAtMs = noticeTimeMs(actionTime);
+  return actionAtMs === undefined ? undefined : actionAtMs / 1000 - SPOT_NOTICE_SECONDS;
 }
 
 /** The spot interruption notices recorded after `windowStart` (epoch seconds), newest first. */

@@ -72,6 +72,29 @@ describe('spot interruptions and rebalance recommendations in the controller', (
     expect(marked).toHaveLength(1);
   });
 
+  it('closes a pool from when EC2 gave the notice: one heard an hour late, for what is left of its window', () => {
+    const { clock, marked, interruptions, id, running, store } = setup();
+    clock.now = Date.UTC(2026, 11, 7, 14, 0, 0) / 1000;
+    const actsAt = (secondsAgo: number): string => new Date((clock.now - secondsAgo) * 1000).toISOString();
+    // A queue's message kept through an outage: EC2 warned an hour ago (and acted two minutes later).
+    expect(
+      interruptions.handle(id, {
+        kind: 'spot-interruption',
+        time: actsAt(3600 - 120),
+        source: 'interruption-queue',
+      }),
+    ).toBe(true);
+    expect(marked).toEqual([['p3.2xlarge', 'us-east-1b', 'spot', clock.now - 3600]]);
+    // One already terminated, warned 30 s ago: its window counts from then too.
+    const gone = running('c7i.large', 'us-east-1a');
+    store.setInstanceState(gone, 'terminating');
+    store.setInstanceState(gone, 'terminated');
+    expect(
+      interruptions.handle(gone, { kind: 'spot-interruption', time: actsAt(30 - 120), source: 'worker' }),
+    ).toBe(true);
+    expect(marked[1]).toEqual(['c7i.large', 'us-east-1a', 'spot', clock.now - 30]);
+  });
+
   it('a spot interruption of an instance already draining is recorded and marks its offering, once', () => {
     const { store, marked, rounds, interruptions, id } = setup();
     // Dropped by a plan after a rebalance recommendation: its tasks still run while their new instances boot.
