@@ -11,15 +11,30 @@ export class ApiError extends Error {
     readonly status: number,
     readonly reason: string,
     readonly details: readonly string[],
-    request: string,
+    private readonly request: string,
     /** How long the controller asked to wait before asking again (its Retry-After), when it said. */
     readonly retryAfterMs?: number,
     /** What the client adds to the controller's reason (what may be wrong on this side). */
-    hint = '',
+    private readonly hint = '',
   ) {
     const headline = `${request}: the controller answered ${status}: ${reason}${hint}`;
     super(`${headline}${details.map((d) => `\n  - ${d}`).join('')}`);
     this.headline = headline;
+  }
+
+  /**
+   * This refusal with `lines` after its details (what the command had done before it): the same request, status,
+   * reason, wait and hint (a 401's says which token was sent), so neither the text nor --json loses them.
+   */
+  withDetailsAdded(lines: readonly string[]): ApiError {
+    return new ApiError(
+      this.status,
+      this.reason,
+      [...this.details, ...lines],
+      this.request,
+      this.retryAfterMs,
+      this.hint,
+    );
   }
 }
 

@@ -33,18 +33,11 @@ async function confirm(question: string): Promise<boolean> {
  * stopped answering), naming the jobs already cancelled: as a detail of the controller's answer (so --json's error
  * lists them too), else on a line of its own.
  */
-function withAlreadyCancelled(error: unknown, id: string, answered: readonly JobSummaryResponse[]): unknown {
+function withAlreadyCancelled(error: unknown, answered: readonly JobSummaryResponse[]): unknown {
   const done = answered.filter((j) => j.state === 'cancelled').map((j) => j.id);
   if (done.length === 0) return error;
   const note = `already cancelled: ${done.join(', ')}`;
-  if (error instanceof ApiError)
-    return new ApiError(
-      error.status,
-      error.reason,
-      [...error.details, note],
-      `POST /v1/jobs/${encodeURIComponent(id)}/cancel`,
-      error.retryAfterMs,
-    );
+  if (error instanceof ApiError) return error.withDetailsAdded([note]);
   return new Error(`${error instanceof Error ? error.message : String(error)}\n${note}`, { cause: error });
 }
 
@@ -132,7 +125,7 @@ export function registerCancel(program: Command): void {
       try {
         job = await client.cancelJob(id);
       } catch (e) {
-        throw withAlreadyCancelled(e, id, cancelled);
+        throw withAlreadyCancelled(e, cancelled);
       }
       cancelled.push(job);
       if (options.json !== true)

@@ -118,7 +118,7 @@ export async function runController(
       opened: (s) => (opened = s),
       // Checked where they would be submitted (a restart, a state with jobs, submits none), before a standby waits.
       beforeLease: async (s) => {
-        if ((flags.submit?.length ?? 0) > 0 && s.store.listJobs().length === 0)
+        if ((flags.submit?.length ?? 0) > 0 && s.store.countJobs() === 0)
           await checkSubmitFiles(flags.submit ?? []);
       },
     });

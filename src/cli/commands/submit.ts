@@ -243,6 +243,17 @@ export function registerSubmit(program: Command): void {
     // exist yet (checkChainSteps counted it).
     const teams: (string | undefined)[] = [];
     /**
+     * The jobs this run made before it stopped on a refusal: a line on stderr before the error in text; under --json
+     * lines the error adds (after its details, as resubmit's and cancel's), so stderr stays one JSON object.
+     */
+    const madeBefore = (jobs: readonly JobSummaryResponse[]): string[] => {
+      const line = alreadySubmitted(jobs);
+      if (line === undefined) return [];
+      if (options.json === true) return [line];
+      process.stderr.write(`${line}\n`);
+      return [];
+    };
+    /**
      * Files the controller answered while they were checked: refused by their dry run, yet submitted by an earlier
      * run with this idempotency key (their dependency may have failed since), so their keyed submission is answered
      * with the jobs that run made, as a rerun promises.
@@ -280,8 +291,8 @@ export function registerSubmit(program: Command): void {
             onResend: sayResending(file),
           });
         } catch (again) {
-          sayAlreadySubmitted([...answered.values()].filter(madeNow));
-          throw refusedFile(file, again, checked[i] as CheckedSpecFile);
+          const added = madeBefore([...answered.values()].filter(madeNow));
+          throw refusedFile(file, again, checked[i] as CheckedSpecFile, added);
         }
         answered.set(i, job);
         teams.push(job.team);
@@ -299,7 +310,9 @@ export function registerSubmit(program: Command): void {
       try {
         checkChainTeams(files, teams);
       } catch (e) {
-        sayAlreadySubmitted([...answered.values()].filter(madeNow));
+        const added = madeBefore([...answered.values()].filter(madeNow));
+        if (added.length > 0 && e instanceof ValidationError)
+          throw new ValidationError(e.source, [...e.problems, ...added]);
         throw e;
       }
     }
@@ -317,14 +330,15 @@ export function registerSubmit(program: Command): void {
             onResend: sayResending(file),
           });
         } catch (e) {
-          sayAlreadySubmitted(submitted);
+          const added = madeBefore(submitted);
           const lost = e instanceof ConnectionError || (e instanceof ApiError && e.status >= 500);
           // The same command with the same base key sends what this one did (each file's spec, its array and the
           // dependencies the chain gave it): the files already answered are answered again, the rest submitted once.
-          const hint = lost
-            ? `to send it again without risking a second copy, run the same command with --idempotency-key ${baseKey}`
-            : undefined;
-          throw refusedFile(file, e, checked[i] as CheckedSpecFile, hint);
+          if (lost)
+            added.push(
+              `to send it again without risking a second copy, run the same command with --idempotency-key ${baseKey}`,
+            );
+          throw refusedFile(file, e, checked[i] as CheckedSpecFile, added);
         }
       submitted.push(job);
       // Submitted by an earlier run with this key (not this run's own lost first send, answered again).
@@ -379,12 +393,10 @@ export function registerSubmit(program: Command): void {
   });
 }
 
-/** The jobs this command submitted before it stopped, on stderr (an array by its first and last job). */
-function sayAlreadySubmitted(jobs: readonly JobSummaryResponse[]): void {
-  if (jobs.length > 0)
-    process.stderr.write(
-      `already submitted: ${jobs.map((j) => (j.arrayJobIds === undefined ? j.id : `${j.arrayJobIds[0]} … ${j.arrayJobIds.at(-1)}`)).join(', ')}\n`,
-    );
+/** The jobs this command submitted before it stopped (an array by its first and last job); undefined for none. */
+function alreadySubmitted(jobs: readonly JobSummaryResponse[]): string | undefined {
+  if (jobs.length === 0) return undefined;
+  return `already submitted: ${jobs.map((j) => (j.arrayJobIds === undefined ? j.id : `${j.arrayJobIds[0]} … ${j.arrayJobIds.at(-1)}`)).join(', ')}`;
 }
 
 /**
@@ -455,11 +467,10 @@ function checkChainSteps(
 
 /**
  * The controller's refusal of a file (or the failure to have its answer), named by it: the problems it found (which
- * name fields only: it was sent JSON) with their lines in the file, kept apart for --json; then `hint`, on a line of
- * its own.
+ * name fields only: it was sent JSON) with their lines in the file, kept apart for --json; then the `added` lines
+ * (the jobs made already, how to send again), each on a line of its own.
  */
-function refusedFile(file: string, e: unknown, spec: CheckedSpecFile, hint?: string): Error {
-  const added = hint === undefined ? [] : [hint];
+function refusedFile(file: string, e: unknown, spec: CheckedSpecFile, added: readonly string[] = []): Error {
   if (e instanceof ApiError) return new NamedRefusal(file, e, withLines(e.details, spec.lineAt), added);
   return new Error([`${file}: ${(e as Error).message}`, ...added].join('\n'), { cause: e });
 }

@@ -36,7 +36,7 @@ export class ClusterMismatchError extends Error {
 export function isEmptyState(store: StateStore): boolean {
   return (
     store.getValue(CLUSTER_INITIALIZED_KEY) === undefined &&
-    store.listJobs().length === 0 &&
+    store.countJobs() === 0 &&
     store.listInstances().length === 0
   );
 }

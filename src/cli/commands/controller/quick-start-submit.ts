@@ -16,7 +16,7 @@ export async function submitOnStart(options: {
   readonly store: StateStore;
 }): Promise<void> {
   const { files: toSubmit, store } = options;
-  const existing = store.listJobs().length;
+  const existing = store.countJobs();
   if (existing > 0)
     process.stdout.write(
       `not submitting ${toSubmit.join(', ')}: the state already has ${existing} job(s) (fleetwise jobs lists them)\n`,
