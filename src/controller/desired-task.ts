@@ -14,7 +14,12 @@ export interface DescribeOptions {
   /** The build context limits of a team's jobs (default: the defaults). */
   readonly contextLimits?: ((team: string) => ContextLimits) | undefined;
   /** Capacity scale per instance type (local mode on a small host); task limits are scaled alike. Default 1. */
-  readonly capacityScale?: ((typeName: string) => number) | undefined;
+    readonly capacityScale?: ((typeName: string) => number) | undefined;
+  /**
+   * False: the instances have no GPU devices to give (local mode: worker processes on this host, where GPU types are
+   * only played), so a task gets none whatever its demand; asking Docker for them would fail its start. Default true.
+   */
+  readonly gpuDevices?: boolean | undefined;
   /**
    * Where an instance's spot interruption notice is recorded, and the time now: a checkpoint-stop under a notice is
    * given no more than the time left before EC2 acts (absent: the job's own timeout).
@@ -65,7 +70,7 @@ export function describeTask(
       env: { ...template.env, ...arrayEnvironment(job) },
       vcpus: Math.max(0.1, demand[1] * scale),
       memoryGiB: demand[2] * scale,
-      gpus: demand[0],
+      gpus: options.gpuDevices === false ? 0 : demand[0],
       shmSizeGiB: Math.min(template.shmSizeGiB, demand[2] * scale),
     },
     checkpoint: {

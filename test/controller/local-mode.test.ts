@@ -380,8 +380,30 @@ describe.concurrent('local mode end to end (one controller per scenario, run con
       // Both runs were containers of the same task id, scoped (labelled and named) by their instance.
       const containers = await engine.docker.listContainers({ all: true, filters: { label: [TASK_LABEL] } });
       const scoped = containers.map((c) => [c.Labels[INSTANCE_LABEL], c.Names[0]]);
-      for (const [instance, name] of scoped)
+            for (const [instance, name] of scoped)
         expect(name).toBe(`/fleetwise-${instance}-${containers[0]?.Labels[TASK_LABEL]}`);
+    }, 100_000);
+
+    it('a GPU job runs on a GPU type without devices, as start-up says (this host has none to give)', async () => {
+      const ctl = await startController('gpu-docker', 'docker', { env: { DOCKER_HOST: engine.host } });
+      expect(ctl.startup).toMatch(/GPU types have no GPU here: their tasks run without devices/);
+      const spec = join(scratch, 'gpu-counter.yaml');
+      const counter = readFileSync(counterSpec(), 'utf8');
+      writeFileSync(spec, counter.replace('any: [0, 0.5, 0.25]', 'p3: [1, 0.5, 0.25]'));
+      expect(readFileSync(spec, 'utf8')).toContain('p3: [1, 0.5, 0.25]');
+      const id = (JSON.parse(await cli(['submit', spec, '--json'], ctl.env)) as { id: string }).id;
+      const done = await until(
+        `${ctl.name}: the GPU job to end`,
+        async () => {
+          const doc = await ctl.job(id);
+          return ['succeeded', 'failed'].includes(doc.state) ? doc : undefined;
+        },
+        60_000,
+        ctl.diagnostics,
+      );
+      // Asking the engine for NVIDIA devices on a host without them fails the container's start, and the job.
+      expect(done.state).toBe('succeeded');
+      expect(done.progress.completed).toBe(COUNT_TO);
     }, 100_000);
   });
 });
