@@ -14,7 +14,7 @@ export interface DescribeOptions {
   /** The build context limits of a team's jobs (default: the defaults). */
   readonly contextLimits?: ((team: string) => ContextLimits) | undefined;
   /** Capacity scale per instance type (local mode on a small host); task limits are scaled alike. Default 1. */
-    readonly capacityScale?: ((typeName: string) => number) | undefined;
+  readonly capacityScale?: ((typeName: string) => number) | undefined;
   /**
    * False: the instances have no GPU devices to give (local mode: worker processes on this host, where GPU types are
    * only played), so a task gets none whatever its demand; asking Docker for them would fail its start. Default true.

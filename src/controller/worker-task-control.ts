@@ -74,7 +74,7 @@ export interface WorkerTaskControlOptions {
   /** The build context limits of a team's jobs, checked again by workers as they unpack (default: the defaults). */
   readonly contextLimits?: (team: string) => ContextLimits;
   /** Capacity scale per instance type (local mode on a small host); task limits are scaled alike. Default 1. */
-    readonly capacityScale?: (typeName: string) => number;
+  readonly capacityScale?: (typeName: string) => number;
   /** False: instances have no GPU devices, and tasks are given none (local mode; desired-task.ts). Default true. */
   readonly gpuDevices?: boolean;
 

@@ -380,7 +380,7 @@ describe.concurrent('local mode end to end (one controller per scenario, run con
       // Both runs were containers of the same task id, scoped (labelled and named) by their instance.
       const containers = await engine.docker.listContainers({ all: true, filters: { label: [TASK_LABEL] } });
       const scoped = containers.map((c) => [c.Labels[INSTANCE_LABEL], c.Names[0]]);
-            for (const [instance, name] of scoped)
+      for (const [instance, name] of scoped)
         expect(name).toBe(`/fleetwise-${instance}-${containers[0]?.Labels[TASK_LABEL]}`);
     }, 100_000);
 

@@ -107,7 +107,7 @@ export async function buildController(options: BuildControllerOptions): Promise<
                 // A type's capacity is the same in every catalog (a price refresh changes only prices).
                 capacityScale: (typeName: string) => {
                   const type = catalog.types.find((t) => t.name === typeName);
-                                    return type === undefined ? 1 : capacityScale(type, host);
+                  return type === undefined ? 1 : capacityScale(type, host);
                 },
                 // The host's GPUs, if any, are not the catalog's: GPU types run their tasks without devices.
                 gpuDevices: false,
