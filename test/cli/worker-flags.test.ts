@@ -107,6 +107,28 @@ describe('fleetwise worker: flags first, each named', () => {
     }
   });
 
+  it('a spot notice poll period from the environment, named by its variable; set but empty, it is unset', async () => {
+    const fromEnv = async (value: string): Promise<ValidationError> => {
+      const error = await runWorker(withoutCredential, { FLEETWISE_NOTICE_POLL_SECONDS: value }).catch(
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(ValidationError);
+      return error as ValidationError;
+    };
+    expect((await fromEnv('abc')).problems).toEqual(['FLEETWISE_NOTICE_POLL_SECONDS: a number of seconds']);
+    expect((await fromEnv('0.01')).problems).toEqual(['FLEETWISE_NOTICE_POLL_SECONDS: at least 0.05 s']);
+    // The flag wins, and is the one named.
+    const flagged = await runWorker(
+      { ...withoutCredential, noticePollSeconds: '0' },
+      { FLEETWISE_NOTICE_POLL_SECONDS: '5' },
+    ).catch((e: unknown) => e);
+    expect((flagged as ValidationError).problems).toEqual(['--notice-poll-seconds: at least 0.05 s']);
+    // Empty, as a unit file's `Environment=FLEETWISE_NOTICE_POLL_SECONDS=` leaves it: the default; on to the credential.
+    expect((await fromEnv('')).problems).toEqual([
+      expect.stringMatching(/^no credential to register with: /),
+    ]);
+  });
+
   it('then the missing credential, once every flag is good', async () => {
     const error = await refusal(withoutCredential);
     expect(error.problems).toEqual([expect.stringMatching(/^no credential to register with: /)]);

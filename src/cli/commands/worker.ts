@@ -71,14 +71,23 @@ interface WorkerFlags {
   readonly noticePollSeconds?: string;
 }
 
-const noticeFlagsSchema = z.object({
-  '--spot-notices': z.enum(['auto', 'on', 'off'], { error: 'one of auto, on, off' }).default('auto'),
-  '--notice-poll-seconds': z.coerce
-    .number({ error: 'a number of seconds' })
-    .min(0.05, 'at least 0.05 s')
-    .max(60, 'at most 60 s (a spot notice comes two minutes ahead)')
-    .default(DEFAULT_NOTICE_POLL_SECONDS),
-});
+const noticePollSeconds = z.coerce
+  .number({ error: 'a number of seconds' })
+  .min(0.05, 'at least 0.05 s')
+  .max(60, 'at most 60 s (a spot notice comes two minutes ahead)');
+
+/** The poll period under the name it was given by (a bad one names it): the flag wins over its environment variable. */
+const noticeFlagsSchema = z
+  .object({
+    '--spot-notices': z.enum(['auto', 'on', 'off'], { error: 'one of auto, on, off' }).default('auto'),
+    '--notice-poll-seconds': noticePollSeconds.optional(),
+    [NOTICE_POLL_SECONDS_ENV]: noticePollSeconds.optional(),
+  })
+  .transform((f) => ({
+    '--spot-notices': f['--spot-notices'],
+    '--notice-poll-seconds':
+      f['--notice-poll-seconds'] ?? f[NOTICE_POLL_SECONDS_ENV] ?? DEFAULT_NOTICE_POLL_SECONDS,
+  }));
 
 const probeFlagsSchema = z
   .object({
@@ -215,7 +224,7 @@ interface CheckedFlags {
   readonly bootDelaySeconds: number;
   readonly giveUpAfterSeconds: number;
   readonly probeFlags: z.infer<typeof probeFlagsSchema>;
-  readonly noticeFlags: z.infer<typeof noticeFlagsSchema>;
+  readonly noticeFlags: z.output<typeof noticeFlagsSchema>;
 }
 
 function checkFlags(flags: WorkerFlags, env: NodeJS.ProcessEnv): CheckedFlags {
@@ -253,7 +262,12 @@ function checkFlags(flags: WorkerFlags, env: NodeJS.ProcessEnv): CheckedFlags {
     noticeFlagsSchema,
     {
       '--spot-notices': flags.spotNotices,
-      '--notice-poll-seconds': flags.noticePollSeconds ?? env[NOTICE_POLL_SECONDS_ENV],
+      '--notice-poll-seconds': flags.noticePollSeconds,
+      // Set but empty (a unit file's `Environment=VAR=`) is unset, as for the metadata service's address.
+      [NOTICE_POLL_SECONDS_ENV]:
+        flags.noticePollSeconds === undefined && env[NOTICE_POLL_SECONDS_ENV] !== ''
+          ? env[NOTICE_POLL_SECONDS_ENV]
+          : undefined,
     },
     'fleetwise worker',
   );
