@@ -267,15 +267,16 @@ export class Admission {
     for (const id of [...this.preempting.keys()]) if (!holding.has(id)) this.preempting.delete(id);
 
     const factor = this.packingFactor(snapshot, running);
-    // Whether a job can ever fit is decided at a factor of at most 1: above 1 the fleet has idle room the next plan
-    // drops, which says the job does not fit now, not that it never will (it keeps its place in its class's order).
+    // Whether a job can ever fit, and what it holds of its class's ceiling, are judged at a factor of at most 1: above
+    // 1 the fleet has idle room the next plan drops, which no job holds and which says a job does not fit now, not
+    // that it never will (it keeps its place in its class's order).
     const sized = <J extends QueuedJob>(j: J): J =>
       factor === 1
         ? j
         : {
             ...j,
             footprint: scaledCost(j.footprint, factor),
-            ...(factor > 1 ? { fitFootprint: j.footprint } : {}),
+            ...(factor > 1 ? { fitFootprint: j.footprint, heldFootprint: j.footprint } : {}),
           };
     // The decision keeps the jobs as admission sized them, so what the queue views say a job needs and what the caps
     // have left (its usage) are in the same dollars.

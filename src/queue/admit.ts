@@ -30,6 +30,12 @@ export interface QueuedJob extends OrderableJob {
    * is now (plan-cost admission counting idle instances) says whether it fits now, not whether it ever can.
    */
   readonly fitFootprint?: JobFootprint | undefined;
+  /**
+   * What the job holds of the caps once it runs, when not `footprint`: plan-cost sizing above a packing factor of 1
+   * spreads the fleet's idle room over every job's footprint, room no job holds. A class's ceiling (`maxShare`) is
+   * judged on this.
+   */
+  readonly heldFootprint?: JobFootprint | undefined;
 }
 
 export interface RunningQueuedJob extends QueuedJob {
@@ -119,6 +125,8 @@ interface Entry<J extends QueuedJob> {
   readonly share: number;
   /** Its dominant share by `fitFootprint`: over its class's ceiling, it never fits. */
   readonly fitShare: number;
+  /** Its dominant share by `heldFootprint`, what its class's ceiling counts. */
+  readonly heldShare: number;
 }
 
 /**
@@ -127,9 +135,10 @@ interface Entry<J extends QueuedJob> {
  *    the capacity 1 with the class weights.
  * 2. Share pass: per class, in its ordering, admit the prefix of waiting jobs that fits in the class's fluid share
  *    and the exact caps (head-of-line blocking inside a class keeps its order, hence its predictions).
- * 3. Work-conserving pass: while some class's head job fits the exact caps (and its class's `maxShare` ceiling), admit
- *    it: no class idles capacity another class's head could use. Classes below their fluid share go first, then the
- *    largest lag (service owed over time, class-lag.ts), then the largest (fluid − used) deficit, then config order.
+ * 3. Work-conserving pass: while some class's head job fits the exact caps (and its class's `maxShare` ceiling, judged
+ *    on what its jobs hold), admit it: no class idles capacity another class's head could use. Classes below their
+ *    fluid share go first, then the largest lag (service owed over time, class-lag.ts), then the largest
+ *    (fluid − used) deficit, then config order.
  *    The deficit alone has no memory: when a job ends every class may hold nothing, and the heavier class, or the
  *    one listed first, would win every freed room while a head bigger than its class's share waits for good. A class
  *    below its fluid share whose head the caps hold back keeps what is free for that head (a reservation): otherwise a
@@ -150,11 +159,13 @@ export function admit(input: AdmissionInput): AdmissionResult {
   const entry = <J extends QueuedJob>(job: J): Entry<J> => {
     const share = hasAnyCap(caps) ? dominantShare(job.footprint, caps) : 0;
     const fit = job.fitFootprint;
+    const held = job.heldFootprint;
     return {
       job,
       classId: classify(config, job),
       share,
       fitShare: fit === undefined || !hasAnyCap(caps) ? share : dominantShare(fit, caps),
+      heldShare: held === undefined || !hasAnyCap(caps) ? share : dominantShare(held, caps),
     };
   };
   const running = input.running.map(entry);
@@ -162,16 +173,15 @@ export function admit(input: AdmissionInput): AdmissionResult {
 
   let usage = running.reduce((u, e) => addUsage(u, e.job.footprint, caps), NO_USAGE);
   const used = classIds.map(() => 0);
+  /** Per class, Σ `heldShare` of its running and admitted jobs: what its ceiling counts. */
+  const held = classIds.map(() => 0);
   for (const e of running) {
     const k = idx.get(e.classId) as number;
     used[k] = (used[k] as number) + e.share;
+    held[k] = (held[k] as number) + e.heldShare;
   }
   // A class never holds more than its ceiling, so it never asks for more: the rest of its share flows to the others.
   const ceiling = config.classes.map((c) => Math.min(1, c.maxShare ?? 1));
-  // What the work-conserving pass lets a class hold: on paid room, only a ceiling the class declares.
-  const holdLimit = config.classes.map((c, k) =>
-    input.onPaidRoom === true && c.maxShare === undefined ? Infinity : (ceiling[k] as number),
-  );
   // A class with no ceiling of its own is held at 1 by the caps alone: a head over it is one the caps hold back.
   const capsAreCeiling = config.classes.map((c) => c.maxShare === undefined && input.onPaidRoom !== true);
   const fitsCeiling = (e: Entry<QueuedJob>): boolean =>
@@ -204,6 +214,7 @@ export function admit(input: AdmissionInput): AdmissionResult {
     const e = (queues[k] as Entry<QueuedJob>[])[heads[k] as number] as Entry<QueuedJob>;
     usage = addUsage(usage, e.job.footprint, caps);
     used[k] = (used[k] as number) + e.share;
+    held[k] = (held[k] as number) + e.heldShare;
     heads[k] = (heads[k] as number) + 1;
     admitted.push(e.job.id);
   };
@@ -218,8 +229,14 @@ export function admit(input: AdmissionInput): AdmissionResult {
     }
   });
   // 3. work-conserving pass
+  // What the pass lets a class hold. A ceiling the class declares counts what its jobs hold: sized with the idle
+  // room plan-cost counts in, a head within it would be kept from room (paid room above all, which that idle room
+  // is) and the room handed to a class over its share, which the next rounds preempt. Without one, the whole
+  // capacity bounds its jobs' sizes, save on paid room, which adds nothing to the fleet.
   const overHoldLimit = (k: number, e: Entry<QueuedJob>): boolean =>
-    (used[k] as number) + e.share > (holdLimit[k] as number) + EPS;
+    config.classes[k]?.maxShare !== undefined
+      ? (held[k] as number) + e.heldShare > (ceiling[k] as number) + EPS
+      : input.onPaidRoom !== true && (used[k] as number) + e.share > 1 + EPS;
   const lag = classIds.map((id) => input.lagSeconds?.get(id) ?? 0);
   const deficitOf = (k: number): number => (fluid[k] as number) - (used[k] as number);
   // Below its share first: a class's lag does not move while this pass gives it jobs, so ranked by lag alone one class
