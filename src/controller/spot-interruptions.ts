@@ -52,13 +52,9 @@ export function spotNotice(
 ): SpotNoticeTimes | undefined {
   const event = store.listEvents({ instanceId, kind: SPOT_INTERRUPTION_EVENT, limit: 1 })[0];
   if (event === undefined) return undefined;
-  const data = event.data;
-  const time =
-    typeof data === 'object' && data !== null && !Array.isArray(data)
-      ? (data as Record<string, unknown>).time
-      : undefined;
+  const time = recordedNoticeTime(event);
   return {
-    actionAtMs: noticeTimeMs(typeof time === 'string' ? time : undefined),
+    actionAtMs: noticeTimeMs(time),
     seenAtMs: event.atSeconds * 1000,
   };
 }
@@ -116,18 +112,20 @@ export class SpotInterruptions {
     if (provider?.markOfferingUnavailable === undefined) return 0;
     const windowSeconds = provider.unavailableOfferingSeconds ?? UNAVAILABLE_OFFERING_SECONDS;
     const windowStart = this.deps.clock.nowSeconds() - windowSeconds;
-    // Newest first: a pool noticed twice keeps the later window.
+    // A pool noticed twice keeps the later window. Each window counts from when EC2 gave the notice, as handle()
+    // counted it (a notice is recorded when heard, which may be late), so one whose window has ended closes nothing.
     const pools = new Map<string, { typeName: string; zone: string; sinceSeconds: number }>();
     for (const event of recentNotices(store, windowStart)) {
       const inst = event.instanceId === undefined ? undefined : store.getInstance(event.instanceId);
       if (inst?.availabilityZone === undefined) continue;
+      const sinceSeconds = Math.min(
+        event.atSeconds,
+        noticeGivenAtSeconds(recordedNoticeTime(event)) ?? event.atSeconds,
+      );
+      if (sinceSeconds <= windowStart) continue;
       const key = `${inst.typeName}@${inst.availabilityZone}`;
-      if (!pools.has(key))
-        pools.set(key, {
-          typeName: inst.typeName,
-          zone: inst.availabilityZone,
-          sinceSeconds: event.atSeconds,
-        });
+      if ((pools.get(key)?.sinceSeconds ?? -Infinity) < sinceSeconds)
+        pools.set(key, { typeName: inst.typeName, zone: inst.availabilityZone, sinceSeconds });
     }
     for (const p of pools.values())
       provider.markOfferingUnavailable(p.typeName, p.zone, 'spot', p.sinceSeconds);
@@ -203,6 +201,16 @@ export class SpotInterruptions {
     else provider.markOfferingUnavailable(inst.typeName, inst.availabilityZone, 'spot');
     return true;
   }
+}
+
+/** The time a recorded notice gave for EC2's action, as it was recorded (checked where it is read). */
+function recordedNoticeTime(event: EventRecord): string | undefined {
+  const data = event.data;
+  const time =
+    typeof data === 'object' && data !== null && !Array.isArray(data)
+      ? (data as Record<string, unknown>).time
+      : undefined;
+  return typeof time === 'string' ? time : undefined;
 }
 
 /** When EC2 gave a spot interruption notice (epoch seconds): its lead before the time it acts, when that is known. */

@@ -95,6 +95,37 @@ describe('spot interruptions and rebalance recommendations in the controller', (
     expect(marked[1]).toEqual(['c7i.large', 'us-east-1a', 'spot', clock.now - 30]);
   });
 
+  it('a controller started again counts a notice heard late from when EC2 gave it, as the live path does', () => {
+    const { store, clock, interruptions, id, running } = setup();
+    const T = Date.UTC(2026, 11, 7, 14, 0, 0) / 1000;
+    const actsAt = (givenAt: number): string => new Date((givenAt + 120) * 1000).toISOString();
+    // Heard at T: a notice EC2 gave 170 s before (its window open 10 s more), and one given 200 s before for another
+    // pool (its window over 20 s before it was even heard).
+    const other = running('c7i.large', 'us-east-1a');
+    clock.now = T;
+    interruptions.handle(id, {
+      kind: 'spot-interruption',
+      time: actsAt(T - 170),
+      source: 'interruption-queue',
+    });
+    interruptions.handle(other, {
+      kind: 'spot-interruption',
+      time: actsAt(T - 200),
+      source: 'interruption-queue',
+    });
+    clock.now = T + 5;
+    const { provider, marked } = recordingProvider();
+    const restarted = new SpotInterruptions({
+      store,
+      log: silentLogger,
+      provider,
+      requestRound: () => undefined,
+      clock,
+    });
+    expect(restarted.reclosePools()).toBe(1);
+    expect(marked).toEqual([['p3.2xlarge', 'us-east-1b', 'spot', T - 170]]);
+  });
+
   it('a spot interruption of an instance already draining is recorded and marks its offering, once', () => {
     const { store, marked, rounds, interruptions, id } = setup();
     // Dropped by a plan after a rebalance recommendation: its tasks still run while their new instances boot.
