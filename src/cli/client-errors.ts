@@ -65,6 +65,28 @@ export class NamedRefusal extends Error {
   }
 }
 
+/**
+ * A failure with no controller answer behind it (none came: the connection was lost), followed by what the command
+ * adds on lines of their own (the jobs it had made, how to send again): --json keeps those apart as `details`, as it
+ * does a refusal's.
+ */
+export class FailureWithLines extends Error {
+  override name = 'FailureWithLines';
+  constructor(
+    readonly headline: string,
+    readonly details: readonly string[],
+    cause: unknown,
+  ) {
+    super([headline, ...details].join('\n'), { cause });
+  }
+}
+
+/** `${what}: ` and the failure `e`, then `added` on lines of their own (kept apart for --json when there are any). */
+export function failureWithLines(what: string, e: unknown, added: readonly string[]): Error {
+  const headline = `${what}${e instanceof Error ? e.message : String(e)}`;
+  return added.length === 0 ? new Error(headline, { cause: e }) : new FailureWithLines(headline, added, e);
+}
+
 /** The controller's error `error` is or wraps (commands name what an answer was for by wrapping it as the cause). */
 export function apiErrorIn(error: unknown): ApiError | undefined {
   for (let cause = error; cause instanceof Error; cause = cause.cause)

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { CommanderError } from 'commander';
 import { ValidationError } from '../core/validation.js';
-import { ApiError, apiErrorIn, NamedRefusal } from './client-errors.js';
+import { ApiError, apiErrorIn, FailureWithLines, NamedRefusal } from './client-errors.js';
 import { buildProgram, namedSubcommand, wantsJsonErrors, writeJsonError } from './program.js';
 import { terminalSafe } from './terminal-text.js';
 
@@ -45,7 +45,8 @@ async function main(): Promise<void> {
  */
 function jsonError(e: unknown): [error: string, extra: Record<string, unknown>] {
   const refusal = apiErrorIn(e);
-  if (refusal === undefined) return [(e as Error).message, {}];
+  if (refusal === undefined)
+    return e instanceof FailureWithLines ? [e.headline, { details: e.details }] : [(e as Error).message, {}];
   const told = e instanceof NamedRefusal || e instanceof ApiError ? e : undefined;
   return [
     told?.headline ?? (e as Error).message,

@@ -1,4 +1,5 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -242,4 +243,70 @@ describe('cancel refused partway by a 401', () => {
       }
     }
   });
+});
+
+/**
+ * The API server behind a proxy that drops the connection of any request whose path ends with `drop` (no answer at
+ * all: the connection lost), and forwards the rest.
+ */
+async function droppingProxy(drop: string): Promise<{ url: string; server: Server }> {
+  const proxy = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      if (req.url?.endsWith(drop) === true) {
+        req.socket.destroy();
+        return;
+      }
+      const headers: Record<string, string> = {};
+      for (const name of ['authorization', 'content-type', 'idempotency-key'])
+        if (typeof req.headers[name] === 'string') headers[name] = req.headers[name];
+      const body = Buffer.concat(chunks);
+      void fetch(`${server.url}${req.url ?? '/'}`, {
+        method: req.method ?? 'GET',
+        headers,
+        ...(body.length > 0 ? { body } : {}),
+      }).then(async (answer) => {
+        const type = answer.headers.get('content-type');
+        res.writeHead(answer.status, type === null ? {} : { 'content-type': type });
+        res.end(Buffer.from(await answer.arrayBuffer()));
+      });
+    });
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  const address = proxy.address();
+  if (address === null || typeof address === 'string') throw new Error('the proxy has no port');
+  return { url: `http://127.0.0.1:${address.port}`, server: proxy };
+}
+
+describe('a connection lost after some of the work was done', () => {
+  it('cancel --json: one JSON object, the jobs already cancelled in its details; text as before', async () => {
+    for (const json of [true, false]) {
+      const [first, second] = ['one', 'two'].map((n) =>
+        service.store.submitJob(jobSpec(`${n}-lost-${json ? 'json' : 'text'}`, CPU_SMALL, { team: 'nlp' })),
+      );
+      const proxy = await droppingProxy(`/v1/jobs/${second?.id}/cancel`);
+      try {
+        const args = ['cancel', first?.id ?? '', second?.id ?? '', ...(json ? ['--json'] : [])];
+        const result = await runCli(args, {
+          ...bareEnv(),
+          FLEETWISE_SERVER: proxy.url,
+          FLEETWISE_TOKEN: ADMIN_TOKEN,
+        });
+        expect(result.code, result.stderr).toBe(1);
+        expect(service.store.getJob(first?.id ?? '')?.state).toBe('cancelled');
+        expect(service.store.getJob(second?.id ?? '')?.state).toBe('queued');
+        if (json) {
+          const e = jsonError(result);
+          expect(e.error).toMatch(
+            new RegExp(`^cannot reach the controller at ${proxy.url} \\(POST /v1/jobs/`),
+          );
+          expect(e.error).not.toContain('already cancelled');
+          expect(e.details).toEqual([`already cancelled: ${first?.id}`]);
+        } else expect(result.stderr).toMatch(new RegExp(`\\nalready cancelled: ${first?.id}\\n$`));
+      } finally {
+        await new Promise((resolve) => proxy.server.close(resolve));
+      }
+    }
+  }, 120_000);
 });

@@ -246,6 +246,15 @@ describe('a submission whose answer is lost', () => {
     expect(lost.stderr).toContain(
       'to send it again without risking a second copy, run the same command with --idempotency-key train/lost',
     );
+    // Under --json the resend is not told: stderr holds only an error, one JSON object, and there is none.
+    const quietFile = join(scratch, 'quiet.json');
+    writeFileSync(quietFile, JSON.stringify(spec('cli-quiet')));
+    dropAnswers = 1;
+    const quiet = await runCli(['submit', quietFile, '--json'], env);
+    expect(quiet.code, quiet.stderr).toBe(0);
+    expect(quiet.stderr).toBe('');
+    expect(JSON.parse(quiet.stdout)).toMatchObject({ id: jobsNamed('cli-quiet')[0] });
+    expect(jobsNamed('cli-quiet')).toHaveLength(1);
   });
 });
 

@@ -4,7 +4,7 @@ import { LIVE_JOB_STATES } from '../../controller/state/lifecycle.js';
 import { ValidationError } from '../../core/validation.js';
 import { FleetwiseClient } from '../client.js';
 import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
-import { ApiError } from '../client-errors.js';
+import { ApiError, failureWithLines } from '../client-errors.js';
 import type { JobSummaryResponse } from '../api-responses.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { readJobs } from '../job-reads.js';
@@ -38,7 +38,7 @@ function withAlreadyCancelled(error: unknown, answered: readonly JobSummaryRespo
   if (done.length === 0) return error;
   const note = `already cancelled: ${done.join(', ')}`;
   if (error instanceof ApiError) return error.withDetailsAdded([note]);
-  return new Error(`${error instanceof Error ? error.message : String(error)}\n${note}`, { cause: error });
+  return failureWithLines('', error, [note]);
 }
 
 export function registerCancel(program: Command): void {

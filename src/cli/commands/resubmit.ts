@@ -4,7 +4,7 @@ import { ValidationError } from '../../core/validation.js';
 import { arrayMembers } from '../array-members.js';
 import { FleetwiseClient, type SubmittedJob } from '../client.js';
 import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
-import { ApiError, NamedRefusal } from '../client-errors.js';
+import { ApiError, failureWithLines, NamedRefusal } from '../client-errors.js';
 import type { JobDocumentResponse } from '../api-responses.js';
 import { requireJobIds } from '../job-id-arguments.js';
 import { readJobs } from '../job-reads.js';
@@ -58,13 +58,19 @@ export function registerResubmit(program: Command): void {
     for (const job of jobs) {
       let rerun: Rerun;
       try {
-        rerun = await rerunOf(client, job, withRenamedDependencies(job.spec, renamed));
+        rerun = await rerunOf(
+          client,
+          job,
+          withRenamedDependencies(job.spec, renamed),
+          // Under --json stderr holds only the error, one JSON object: a resend is not told.
+          options.json === true ? undefined : sayResending(job.id),
+        );
       } catch (e) {
         const done = [...renamed].map(([from, to]) => `${from} → ${to}`);
         const added = done.length === 0 ? [] : [`already resubmitted: ${formatIdList(done)}`];
         // The controller's refusal keeps its status, reason and details apart for --json.
         if (e instanceof ApiError) throw new NamedRefusal(job.id, e, e.details, added);
-        throw new Error([`${job.id}: ${(e as Error).message}`, ...added].join('\n'), { cause: e });
+        throw failureWithLines(`${job.id}: `, e, added);
       }
       const { again, failedBefore } = rerun;
       renamed.set(job.id, again.id);
@@ -104,13 +110,14 @@ async function rerunOf(
   client: FleetwiseClient,
   job: JobDocumentResponse,
   spec: Record<string, unknown>,
+  onResend: ((reason: string, delayMs: number) => void) | undefined,
 ): Promise<Rerun> {
   const failedBefore: string[] = [];
   let of: { readonly id: string; readonly spec: Readonly<Record<string, unknown>> } = job;
   for (;;) {
     const again = await client.submitJob(spec, {
       idempotencyKey: resubmissionKey(of.id, of.spec, spec),
-      onResend: sayResending(job.id),
+      ...(onResend === undefined ? {} : { onResend }),
     });
     const unsuccessful = isFinalJobState(again.state) && again.state !== 'succeeded';
     // A rerun just made (this command's own lost first send answered again) is queued, never ended: only a rerun

@@ -17,7 +17,7 @@ import { queueFieldsOf, warningsOf } from './job.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import { FleetwiseClient, type SubmittedJob } from '../client.js';
 import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
-import { ApiError, ConnectionError, NamedRefusal } from '../client-errors.js';
+import { ApiError, ConnectionError, failureWithLines, NamedRefusal } from '../client-errors.js';
 import type { DryRunResponse, JobSummaryResponse } from '../api-responses.js';
 import { RESUBMISSION_KEY_PREFIX } from '../resubmission.js';
 import { requireJobIds } from '../job-id-arguments.js';
@@ -246,6 +246,11 @@ export function registerSubmit(program: Command): void {
      * The jobs this run made before it stopped on a refusal: a line on stderr before the error in text; under --json
      * lines the error adds (after its details, as resubmit's and cancel's), so stderr stays one JSON object.
      */
+    /** How a resend is told: on stderr, but not under --json, where stderr holds only the error (one JSON object). */
+    const told = (
+      onResend: (reason: string, delayMs: number) => void,
+    ): { onResend?: (reason: string, delayMs: number) => void } =>
+      options.json === true ? {} : { onResend };
     const madeBefore = (jobs: readonly JobSummaryResponse[]): string[] => {
       const line = alreadySubmitted(jobs);
       if (line === undefined) return [];
@@ -269,7 +274,7 @@ export function registerSubmit(program: Command): void {
     for (const [i, file] of files.entries()) {
       let view: DryRunResponse;
       try {
-        view = await client.dryRunJob(sent[i], { onResend: sayDryRunResending(file) });
+        view = await client.dryRunJob(sent[i], told(sayDryRunResending(file)));
       } catch (e) {
         // A dry run cannot tell whether the key made this file's jobs before; its keyed submission can, and is sent
         // only for a file the controller refuses (a file it would take is never submitted before the others are
@@ -288,7 +293,7 @@ export function registerSubmit(program: Command): void {
         try {
           job = await client.submitJob(stepSpec(i, previous), {
             idempotencyKey: keys[i],
-            onResend: sayResending(file),
+            ...told(sayResending(file)),
           });
         } catch (again) {
           const added = madeBefore([...answered.values()].filter(madeNow));
@@ -327,7 +332,7 @@ export function registerSubmit(program: Command): void {
           // A step after an array waits for every job of it.
           job = await client.submitJob(stepSpec(i, previous), {
             idempotencyKey: keys[i],
-            onResend: sayResending(file),
+            ...told(sayResending(file)),
           });
         } catch (e) {
           const added = madeBefore(submitted);
@@ -472,5 +477,5 @@ function checkChainSteps(
  */
 function refusedFile(file: string, e: unknown, spec: CheckedSpecFile, added: readonly string[] = []): Error {
   if (e instanceof ApiError) return new NamedRefusal(file, e, withLines(e.details, spec.lineAt), added);
-  return new Error([`${file}: ${(e as Error).message}`, ...added].join('\n'), { cause: e });
+  return failureWithLines(`${file}: `, e, added);
 }
