@@ -1,6 +1,7 @@
 import {
   progressStartSeconds,
   type ClusterSnapshot,
+  type NoCapacityOffering,
   type SchedInstance,
   type SchedJob,
   type SchedTask,
@@ -12,6 +13,7 @@ import { expandTasks } from './job-spec/tasks.js';
 import { unmetDependencies } from './job-dependencies.js';
 import { jobTransitions, lastEnteredRunning } from './job-transitions.js';
 import { launchedOnSpot } from './instance-market.js';
+import { readNoCapacity } from './no-capacity-records.js';
 import { SPOT_INTERRUPTION_EVENT } from './spot-interruptions.js';
 import { isFinalJobState, LIVE_JOB_STATES, PLACED_TASK_STATES } from './state/lifecycle.js';
 import { type InstanceRecord, type JobRecord, type StateStore, type TaskRecord } from './state-store.js';
@@ -36,6 +38,8 @@ import { type InstanceRecord, type JobRecord, type StateStore, type TaskRecord }
  * - How instances are bought (spot or on demand) and which ones EC2 recommended rebalancing, so a plan prices them
  *   at their pool and their risk; and which instances the cloud reclaimed lately, so the learned rebalance risk counts
  *   those and not every instance that left (scheduler/rebalance-risk.ts).
+ * - The instance types the cloud refused lately for want of capacity in every zone, until its window ends, so the
+ *   round keeps waiting the jobs only those types could host (round/capacity-holds.ts).
  */
 
 export interface SnapshotInputs {
@@ -74,6 +78,8 @@ export interface SnapshotInputs {
   readonly reclaimedInstances?: ReadonlySet<string> | undefined;
   /** job id → zones where instances it ran on were lost, oldest first (JOB_CAPACITY_LOST_EVENT). */
   readonly interruptedZones?: ReadonlyMap<string, readonly string[]> | undefined;
+  /** Types the cloud refused for want of capacity in every zone, still in its window (no-capacity-records.ts). */
+  readonly noCapacity?: readonly NoCapacityOffering[] | undefined;
   /**
    * Queued jobs waiting for their dependencies, and their tasks: out of the round, but in the completion-time
    * predictions, which hold them until their dependencies are predicted to finish (eta-world.ts).
@@ -194,6 +200,7 @@ export function readSnapshotInputs(
     rebalanceRecommended,
     reclaimedInstances,
     interruptedZones,
+    noCapacity: readNoCapacity(store, nowSeconds),
     heldJobs,
     heldTasks,
     heldFor,
@@ -320,6 +327,9 @@ export function buildSnapshot(input: SnapshotInputs): ClusterSnapshot {
     ...(input.reclaimedInstances === undefined
       ? {}
       : { reclaimedInstanceIds: [...input.reclaimedInstances].sort() }),
+    ...(input.noCapacity === undefined || input.noCapacity.length === 0
+      ? {}
+      : { noCapacity: input.noCapacity }),
   };
 }
 

@@ -109,6 +109,19 @@ export interface ClusterSnapshot {
    * left counts as reclaimed (the simulator, where a reclaim is the only way such an instance leaves).
    */
   readonly reclaimedInstanceIds?: readonly string[] | undefined;
+  /**
+   * Instance types the cloud has no capacity for in any zone it may launch in, per market, until the end of its
+   * capacity-error window: the round keeps waiting a job that only such types could host (round/capacity-holds.ts).
+   * Absent: the cloud refuses nothing (the simulator's engine).
+   */
+  readonly noCapacity?: readonly NoCapacityOffering[] | undefined;
+}
+
+/** An instance type the cloud refused in one market for want of capacity in every zone, until `untilSeconds`. */
+export interface NoCapacityOffering {
+  readonly typeName: string;
+  readonly market: Market;
+  readonly untilSeconds: number;
 }
 
 /** Hard caps that no plan may exceed (scheduling core, "beyond the paper"). */

@@ -12,6 +12,7 @@ import type { QueueCaps } from '../queue/caps.js';
 import { diffConfiguration, type ConfigurationDiff } from '../scheduler/actions.js';
 import type { Plan, Scheduler, ThroughputObservation, WaitingEntry } from '../scheduler/types.js';
 import { capHoldsJobsBack } from './between-rounds.js';
+import { capacityHolds, capacityWait } from './capacity-holds.js';
 import { planCapViolation } from './plan-caps.js';
 
 /**
@@ -89,7 +90,11 @@ export function runRound(input: RoundInput): RoundOutcome {
     input.forkForPrediction === true
       ? { admission: admission.fork(), scheduler: scheduler.fork?.() ?? scheduler }
       : undefined;
-  const queue = admission.decide(input.snapshot, input.jobInfo);
+  // Jobs only types the cloud has no capacity for could host wait out of the round (capacity-holds.ts).
+  const holds = capacityHolds(input.snapshot, input.catalog, admission.spot);
+  const holdWaits = holds.map(capacityWait);
+  const considered = withoutJobs(input.snapshot, new Set(holds.map((h) => h.jobId)));
+  const queue = admission.decide(considered, input.jobInfo);
   const holdsBack = capHoldsJobsBack(queue.result.queued);
   const admitted = queue.snapshot;
   if (admitted.jobs.length === 0 && admitted.instances.length === 0)
@@ -97,7 +102,7 @@ export function runRound(input: RoundInput): RoundOutcome {
       queue,
       capHoldsJobsBack: holdsBack,
       planned: undefined,
-      idleWaits: queueWaits(queue, admission.caps),
+      idleWaits: [...queueWaits(queue, admission.caps), ...holdWaits],
       fork,
     };
   // Preemption (PCS §3): the scheduler plans without the victims; the diff, against the snapshot that has them,
@@ -109,7 +114,12 @@ export function runRound(input: RoundInput): RoundOutcome {
   scheduler.observe(holdsBack ? { ...admitted, capHoldsJobsBack: true } : admitted, input.observations);
   // Jobs admission holds back and victims are out of the planned snapshot, not ended (Eva's event rate counts endings).
   const liveJobIds = input.liveJobIds ?? input.snapshot.jobs.map((j) => j.id);
-  const plan = withQueueWaits(scheduler.plan(withoutVictims, { liveJobIds }), queue, admission.caps);
+  const plan = withQueueWaits(
+    scheduler.plan(withoutVictims, { liveJobIds }),
+    queue,
+    admission.caps,
+    holdWaits,
+  );
   const diff = diffConfiguration(admitted, plan.configuration, input.catalog, { scheduler: scheduler.name });
   const capViolation = planCapViolation(plan.configuration, diff, input.catalog, admission.caps);
   if (input.carriedOut && capViolation === undefined) {
@@ -136,11 +146,16 @@ export function waitingCapName(w: WaitingEntry): string {
 }
 
 /**
- * The plan with the jobs admission kept out listed in its decision's `waiting`, so explanations and round records say
- * why they were not placed.
+ * The plan with the jobs admission kept out, and those held for capacity (`holdWaits`), listed in its decision's
+ * `waiting`, so explanations and round records say why they were not placed.
  */
-function withQueueWaits(plan: Plan, queue: QueueDecision, caps: QueueCaps): Plan {
-  const waits = queueWaits(queue, caps);
+function withQueueWaits(
+  plan: Plan,
+  queue: QueueDecision,
+  caps: QueueCaps,
+  holdWaits: readonly WaitingEntry[],
+): Plan {
+  const waits = [...queueWaits(queue, caps), ...holdWaits];
   if (waits.length === 0) return plan;
   return { ...plan, decision: { ...plan.decision, waiting: [...plan.decision.waiting, ...waits] } };
 }

@@ -1,8 +1,11 @@
 import type { InstanceType } from '../../../core/catalog.js';
-import { offeringsOf, spotOffering } from '../../../core/spot.js';
+import type { FamilyDemand } from '../../../core/resources.js';
+import { MARKETS, type Market } from '../../../core/market.js';
+import type { NoCapacityOffering } from '../../../core/model.js';
+import { offeringsOf, spotOffering, UNAVAILABLE_OFFERING_SECONDS } from '../../../core/spot.js';
 import { hasAnyCap, type BoughtType } from '../../../queue/caps.js';
 import { launchGate, type GateWait } from '../../../round/gates.js';
-import { chooseReplacementType } from '../../../round/replacement.js';
+import { chooseReplacementType, hosts } from '../../../round/replacement.js';
 import {
   CloudProviderError,
   InsufficientCapacityError,
@@ -24,6 +27,7 @@ import { LIVE_INSTANCE_STATES, type ReconcileContext } from '../context.js';
 import { releaseTasksOn } from '../jobs.js';
 import { launchedOnSpot, recordMarketFallback } from '../../instance-market.js';
 import { clearLaunchError, readLaunchError, recordLaunchError } from '../../launch-error-records.js';
+import { readNoCapacity, recordNoCapacity } from '../../no-capacity-records.js';
 import { launchBackoff } from './registrations.js';
 import { INSTANCE_LIMIT_CODE, QuotaRefusals, type QuotaRefusal } from './quota-refusals.js';
 
@@ -296,7 +300,10 @@ export class Launches {
    * No capacity for the type (in any zone the provider tried) or a quota: launch the next-cheapest type that holds
    * the instance's planned tasks instead (industry-anchors.md §(c) 6; Karpenter falls back across offerings), keeping
    * the $/hour cap. The old record is closed and a new one (new token) takes over its tasks; without any fitting
-   * type, the tasks return to the queue and the next round plans again.
+   * type, the tasks return to the queue. No round is asked for then: planned at once, they would be refused the same
+   * way, round after round. The refusal is recorded (no-capacity-records.ts), so the rounds that come (the period's,
+   * or one asked for by something else) keep the jobs no type with capacity can host waiting until the provider's
+   * window ends (round/capacity-holds.ts).
    */
   private fallBack(
     intent: IntentRecord & { kind: 'launch' },
@@ -317,19 +324,20 @@ export class Launches {
       launchGate: (type) => this.launchWait(intent, inTransit, type.name),
     });
     const reason = `${error.message}`;
+    const noCapacity = this.noCapacityOf(inst.typeName, intent.payload.market ?? 'on-demand', demands, error);
     if (replacement === undefined) {
       this.ctx.store.transaction(() => {
         this.ctx.store.failIntent(intent.id, reason);
         this.ctx.store.setInstanceState(inst.id, 'terminated', {
           reason: `${reason}; no other type fits its tasks`,
         });
-        releaseTasksOn(this.ctx, inst.id, `no capacity for ${inst.typeName}`);
+        recordNoCapacity(this.ctx.store, noCapacity, this.ctx.now());
+        releaseTasksOn(this.ctx, inst.id, this.waitReason(inst.typeName, error));
         clearLaunchError(this.ctx.store, inst.id);
       });
       this.ctx.log.warn(`no capacity for ${inst.typeName} and no fitting alternative; its tasks wait`, {
         instanceId: inst.id,
       });
-      this.ctx.requestRound('insufficient capacity');
       return { kind: 'failed' };
     }
     const spot =
@@ -370,6 +378,7 @@ export class Launches {
       for (const task of this.ctx.store.listTasks({ instanceId: inst.id }))
         if (task.state === 'starting') this.ctx.store.setTaskState(task.id, 'starting', created.id);
       this.ctx.store.setValue(refusedKey(created.id), [...refused]);
+      recordNoCapacity(this.ctx.store, noCapacity, this.ctx.now());
       clearLaunchError(this.ctx.store, inst.id);
       this.ctx.store.appendEvent({
         kind: 'instance.fallback',
@@ -385,6 +394,46 @@ export class Launches {
       to: next.payload.instanceId,
     });
     return { kind: 'fallback', next };
+  }
+
+  /**
+   * The offerings out of reach after a capacity refusal of `typeName`, bought in `market`: the refused type in that
+   * market (a spot launch is refused only once every zone the plan could buy it in on spot refused it), and, as the
+   * provider's cache holds them now, every market in which it or another type that fits the same tasks has no
+   * capacity in any zone (the fallback passed those over without asking the cloud). The refused type's window ends the
+   * cache's window from now; a type passed over keeps the end recorded when it was refused, or gets the same when none
+   * was (it was refused earlier, so its window ends no later). None for a quota refusal, or from a provider that keeps
+   * no such cache (each launch asks its cloud again).
+   */
+  private noCapacityOf(
+    typeName: string,
+    market: Market,
+    demands: readonly FamilyDemand[],
+    error: CloudProviderError,
+  ): NoCapacityOffering[] {
+    const provider = this.ctx.deps.provider;
+    if (!(error instanceof InsufficientCapacityError) || provider?.isCapacityConstrained === undefined)
+      return [];
+    const now = this.ctx.now();
+    const untilSeconds = now + (provider.unavailableOfferingSeconds ?? UNAVAILABLE_OFFERING_SECONDS);
+    const known = new Set(readNoCapacity(this.ctx.store, now).map((o) => `${o.typeName}/${o.market}`));
+    const fitting = this.ctx.book.byCostAscending.filter((t) => t.name === typeName || hosts(t, demands));
+    return fitting.flatMap((type) =>
+      MARKETS.filter((m) =>
+        type.name === typeName
+          ? m === market || provider.isCapacityConstrained?.(type.name, m) === true
+          : provider.isCapacityConstrained?.(type.name, m) === true && !known.has(`${type.name}/${m}`),
+      ).map((m) => ({ typeName: type.name, market: m, untilSeconds })),
+    );
+  }
+
+  /** Why the tasks of an instance no type can replace wait again (the job's reason, as `fleetwise job` shows it). */
+  private waitReason(typeName: string, error: CloudProviderError): string {
+    const refused = `${typeName} was refused (${error.code ?? 'no capacity'})`;
+    return error instanceof InsufficientCapacityError
+      ? `no capacity: ${refused} and no other instance type that fits its tasks can be launched now; it waits ` +
+          `until the cloud may have capacity again`
+      : `${refused} and no other instance type that fits its tasks can be launched now`;
   }
 
   /**
