@@ -15,11 +15,13 @@ import type { ControllerLogger } from './seams.js';
 /**
  * Periodic on-demand price refresh for the running controller (Prices: "the controller
  * refreshes prices periodically and falls back to the bundled catalog"). Only prices change: the set of types, their
- * capacities and launch delays stay those of the catalog the controller started with, so a refresh can never make a
- * placed task's instance type unknown. A failed or empty refresh keeps the catalog in use (at first the bundled one)
- * and logs a warning; the controller keeps running either way. The configuration's price overrides (Savings Plans,
- * reserved prices) are laid over every refreshed catalog, so a refresh never hands the controller list prices; then
- * the spot pools outside the fleet's zones are dropped, as at start.
+ * capacities and launch delays, and the spot pools, stay those of the catalog the controller started with, so a
+ * refresh can never make a placed task's instance type or a spot instance's pool unknown. A failed or empty refresh
+ * keeps the catalog in use (at first the bundled one) and logs a warning; the controller keeps running either way. A
+ * spot pool priced above its type's new on-demand price is priced at it (EC2 sells spot at most at on demand, and a
+ * catalog file holding such a pool is refused). The configuration's price overrides (Savings Plans, reserved prices)
+ * are laid over every refreshed catalog, so a refresh never hands the controller list prices; then the spot pools
+ * outside the fleet's zones are dropped, as at start.
  */
 
 export const SECONDS_PER_HOUR = 3600;
@@ -48,7 +50,6 @@ export function repriceCatalog(
   current: Catalog,
   pricePerHourOf: ReadonlyMap<string, number>,
 ): RepricedCatalog {
-  const changed: string[] = [];
   const unpriced: string[] = [];
   const types = current.types.map((t): InstanceType => {
     const costPerHour = pricePerHourOf.get(t.name);
@@ -56,10 +57,45 @@ export function repriceCatalog(
       unpriced.push(t.name);
       return t;
     }
-    if (costPerHour !== t.costPerHour) changed.push(`${t.name} ${t.costPerHour} → ${costPerHour}`);
     return { ...t, costPerHour };
   });
-  return { catalog: { ...current, types }, changed, unpriced };
+  const catalog = { ...current, types };
+  return { catalog, changed: onDemandPriceChanges(current, catalog), unpriced };
+}
+
+/** "c7i.large 0.0893 → 0.09" for every type of `after` whose on-demand price differs from its price in `before`. */
+export function onDemandPriceChanges(before: Catalog, after: Catalog): string[] {
+  const was = new Map(before.types.map((t) => [t.name, t.costPerHour]));
+  return after.types.flatMap((t) => {
+    const old = was.get(t.name);
+    return old === undefined || old === t.costPerHour ? [] : [`${t.name} ${old} → ${t.costPerHour}`];
+  });
+}
+
+/**
+ * `catalog` with each spot pool priced above its type's on-demand price (which a catalog file may not hold: EC2's
+ * default maximum spot price is the on-demand price) priced at it instead, and those pools ("c7i.large in us-east-1a
+ * 0.04195 → 0.02"). The spot prices are the catalog's own snapshot, never refreshed, so a lowered on-demand list price
+ * can pass them. The pools stay rather than go: a spot instance running in one is still billed, capped and planned
+ * at its pool's price, and never more than EC2 could charge.
+ */
+export function spotCappedAtOnDemand(catalog: Catalog): {
+  readonly catalog: Catalog;
+  readonly capped: readonly string[];
+} {
+  const { spot } = catalog;
+  if (spot === undefined) return { catalog, capped: [] };
+  const onDemand = new Map(catalog.types.map((t) => [t.name, t.costPerHour]));
+  const capped: string[] = [];
+  const offerings = spot.offerings.map((o) => {
+    const cap = onDemand.get(o.typeName);
+    if (cap === undefined || o.pricePerHour <= cap) return o;
+    capped.push(`${o.typeName} in ${o.zone} ${o.pricePerHour} → ${cap}`);
+    return { ...o, pricePerHour: cap };
+  });
+  return capped.length === 0
+    ? { catalog, capped }
+    : { catalog: { ...catalog, spot: { ...spot, offerings } }, capped };
 }
 
 /** Fetch the on-demand Linux prices of the catalog's families and reprice it. Throws when nothing was priced. */
@@ -80,7 +116,12 @@ export async function fetchRepricedCatalog(
 }
 
 export type PriceRefreshOutcome =
-  | { readonly ok: true; readonly catalog: Catalog; readonly changed: readonly string[] }
+  | {
+      readonly ok: true;
+      readonly catalog: Catalog;
+      /** The on-demand prices the controller plans with (overrides applied) that this refresh moved. */
+      readonly changed: readonly string[];
+    }
   | { readonly ok: false; readonly error: string };
 
 export interface PriceRefresherDeps {
@@ -139,12 +180,23 @@ export class PriceRefresher {
         this.deps.logger.warn('price refresh: some types were not priced; they keep their current price', {
           unpriced: fetched.unpriced,
         });
-      const catalog = this.forController(fetched.catalog, true);
+      const sellable = spotCappedAtOnDemand(fetched.catalog);
+      if (sellable.capped.length > 0)
+        this.deps.logger.warn(
+          "price refresh: spot pools above their type's new on-demand price are priced at it " +
+            '(EC2 sells spot at most at the on-demand price)',
+          { pools: sellable.capped },
+        );
+      const catalog = this.forController(sellable.catalog, true);
       await this.deps.apply(catalog);
+      // The list catalog keeps the snapshot's spot prices: a later refresh that raises the on-demand price again
+      // gives the pools their own prices back.
       this.listCatalog = fetched.catalog;
+      // What moved for the controller: a list price an override replaces did not.
+      const changed = onDemandPriceChanges(this.currentCatalog, catalog);
       this.currentCatalog = catalog;
-      this.deps.logger.info('prices refreshed', { changed: fetched.changed });
-      return { ok: true, catalog, changed: fetched.changed };
+      this.deps.logger.info('prices refreshed', { changed });
+      return { ok: true, catalog, changed };
     } catch (e) {
       const error = e instanceof Error ? e.message : String(e);
       this.deps.logger.warn('price refresh failed; keeping the current catalog', { error });

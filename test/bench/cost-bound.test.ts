@@ -272,7 +272,7 @@ describe('fleetwise bench bound (CLI subprocess)', () => {
       const refused = await runCli(['bench', 'bound', '--format', 'eva', '--price-overrides', spotPrices]);
       expect(refused.code).toBe(2);
       expect(refused.stderr).toContain(
-        '--price-overrides\n  - spotPricePerType prices spot instances: needs --spot on',
+        `${spotPrices}\n  - spotPricePerType (line 1): prices spot instances: needs --spot on`,
       );
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -56,8 +56,8 @@ describe('simulate --price-overrides', () => {
   it('refuses spot prices without --spot on, where they would price nothing', () => {
     const spot = file('spot.yaml', 'spotPricePerType:\n  c7i.large: 0.03\n');
     expect(refusal(() => plan('--price-overrides', spot))).toMatchObject({
-      source: '--price-overrides',
-      problems: [expect.stringMatching(/needs --spot on/)],
+      source: spot,
+      problems: [expect.stringMatching(/^spotPricePerType \(line 1\): .*needs --spot on/)],
     });
     expect(plan('--price-overrides', spot, '--spot', 'on').catalog.spot?.offerings).toContainEqual(
       expect.objectContaining({ typeName: 'c7i.large', pricePerHour: 0.03 }),
@@ -67,14 +67,13 @@ describe('simulate --price-overrides', () => {
   it('refuses a spot discount without --spot on, where it would discount nothing', () => {
     const discount = file('spot-discount.yaml', 'spotDiscountPercent: 50\n');
     expect(refusal(() => plan('--price-overrides', discount))).toMatchObject({
-      source: '--price-overrides',
+      source: discount,
       problems: [
-        'spotDiscountPercent discounts spot instances: needs --spot on (without it the runs buy on demand only)',
+        'spotDiscountPercent (line 1): discounts spot instances: needs --spot on (without it the runs buy on ' +
+          'demand only)',
       ],
     });
-    expect(refusal(() => plan('--price-overrides', discount, '--spot', 'off')).source).toBe(
-      '--price-overrides',
-    );
+    expect(refusal(() => plan('--price-overrides', discount, '--spot', 'off')).source).toBe(discount);
     // With spot on it halves every spot price of the catalog.
     const list = plan('--spot', 'on').catalog.spot?.offerings ?? [];
     const halved = plan('--price-overrides', discount, '--spot', 'on').catalog.spot?.offerings ?? [];

@@ -302,8 +302,8 @@ describe('fleetwise tune (CLI subprocess)', () => {
     );
     // Spot prices, which tune's on-demand runs would never use, are refused as the flag's, not blamed on the catalog.
     expect(spotOverrides.code).toBe(2);
-    expect(spotOverrides.stderr).toContain(
-      'invalid input: --price-overrides\n  - spotPricePerType prices spot instances: tune simulates on-demand capacity only',
+    expect(spotOverrides.stderr).toMatch(
+      /invalid input: \S*spot-prices\.yaml\n {2}- spotPricePerType \(line 1\): prices spot instances: tune simulates on-demand capacity only/,
     );
   });
 

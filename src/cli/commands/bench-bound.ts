@@ -13,6 +13,7 @@ import {
   flagProblems,
   inferFormat,
   loadTraceFlags,
+  offersSpot,
   priceOverridesOptionField,
   readPriceOverridesFile,
   refuseSpotPricesWithoutSpot,
@@ -55,9 +56,9 @@ export function registerBenchBound(bench: Command): Command {
       if (o.spot !== 'on')
         refuseSpotPricesWithoutSpot(prices, 'needs --spot on (without it the bounds are on demand)');
       const { catalog, trace } = loadTraceFlags(o, o.spot === 'on', prices);
-      if (o.spot === 'on' && catalog.spot === undefined)
+      if (o.spot === 'on' && !offersSpot(catalog))
         throw new ValidationError('fleetwise bench bound options', [
-          '--spot: on needs a catalog with a spot section (the bundled one has one)',
+          '--spot: on needs a catalog with spot pools (a spot section with offerings; the bundled one has one)',
         ]);
       const started = performance.now();
       const bounds = costBounds(await loadIlpSolver(), catalog, trace.jobs, {

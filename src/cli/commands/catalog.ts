@@ -121,6 +121,7 @@ export async function runCatalogRefresh(rawOptions: unknown, deps: CatalogRefres
 /**
  * The catalog's spot market: every pool's current price from DescribeSpotPriceHistory, with the base catalog's
  * interruption classes (spot-prices.ts). Types EC2 has no spot price for are left out of it (not offered as spot).
+ * Undefined, with a warning, when no pool is left: a section without offerings would read as a spot market.
  */
 async function refreshSpot(
   api: SpotPriceApi,
@@ -128,7 +129,7 @@ async function refreshSpot(
   baseMarket: SpotMarket | undefined,
   options: { readonly base: string; readonly region: string },
   deps: Pick<CatalogRefreshDeps, 'now' | 'stderr'>,
-): Promise<SpotMarket> {
+): Promise<SpotMarket | undefined> {
   const { fetchSpotPrices, spotMarketFromPrices, spotPricesAtMostOnDemand, UNKNOWN_POOL_CLASS } =
     await import('../../cloud/aws/spot-prices.js');
   const now = deps.now();
@@ -162,7 +163,11 @@ async function refreshSpot(
         : `; ${unclassified} pools without a class in the base catalog get ${UNKNOWN_POOL_CLASS}`) +
       '\n',
   );
-  return market;
+  if (market.offerings.length > 0) return market;
+  deps.stderr(
+    'warning: no spot pool is left, so the catalog has no spot section (it offers no spot instances)\n',
+  );
+  return undefined;
 }
 
 /** The real Pricing and EC2 clients, from the SDK's standard configuration; or the recorded fixtures (test hook). */

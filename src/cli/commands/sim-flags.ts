@@ -143,14 +143,22 @@ export function readPriceOverridesFile(path: string): PriceOverridesFromFile {
     : value === null || value === undefined
       ? null
       : parseFileWith(priceOverridesSchema, file, pricesFileKeyNote);
-  // A file that overrides nothing (empty, only comments, `{}`) would run at list prices as if priced: the wrong file.
-  if (section === null || Object.keys(section).length === 0)
+  // A file that overrides nothing (empty, only comments, `{}`, or only empty price tables such as `pricePerType: {}`)
+  // would run at list prices as if priced: the wrong file.
+  if (section === null || !overridesAnyPrice(section))
     throw new ValidationError(source, [
       `${section === null ? 'is empty' : 'overrides no price'}: give discountPercent, ` +
         'spotDiscountPercent, pricePerType or spotPricePerType (as in examples/prices/savings-plan.yaml)',
     ]);
   const inFile: FieldPath = inConfig ? ['priceOverrides'] : [];
   return { overrides: section, source, file: { path, fieldAt: (f) => fieldAt(file, [...inFile, ...f]) } };
+}
+
+/** Whether `overrides` sets a discount or at least one per-type price (an empty price table sets none). */
+function overridesAnyPrice(overrides: PriceOverrides): boolean {
+  return Object.values(overrides).some(
+    (v) => v !== undefined && (typeof v !== 'object' || Object.keys(v).length > 0),
+  );
 }
 
 /**
@@ -173,18 +181,30 @@ function pricedCatalog(catalog: Catalog, prices: PriceOverridesFromFile): Catalo
 /**
  * A `--price-overrides` file's spot prices or spot discount (or a `--queue-config` file's `priceOverrides:`) where no
  * spot instance is bought (spot off, or a command that buys on demand only) would price nothing: refused naming where
- * they were given, before the catalog's own check blames the catalog.
+ * they were given (the file and the field with its line, as its other problems are), before the catalog's own check
+ * blames the catalog.
  */
 export function refuseSpotPricesWithoutSpot(
   prices: PriceOverridesFromFile | undefined,
   why: string,
-  /** Where the prices were given: the flag, or the file and section they were read from. */
+  /** Where the prices were given, for prices read without lines: the flag, or the file and section. */
   where = '--price-overrides',
 ): void {
-  if (prices?.overrides.spotPricePerType !== undefined)
-    throw new ValidationError(where, [`spotPricePerType prices spot instances: ${why}`]);
-  if (prices?.overrides.spotDiscountPercent !== undefined)
-    throw new ValidationError(where, [`spotDiscountPercent discounts spot instances: ${why}`]);
+  if (prices === undefined) return;
+  const refuse = (field: 'spotPricePerType' | 'spotDiscountPercent', what: string): never => {
+    const { file } = prices;
+    throw file === undefined
+      ? new ValidationError(where, [`${field} ${what}: ${why}`])
+      : new ValidationError(file.path, [`${file.fieldAt([field])}: ${what}: ${why}`]);
+  };
+  if (prices.overrides.spotPricePerType !== undefined) refuse('spotPricePerType', 'prices spot instances');
+  if (prices.overrides.spotDiscountPercent !== undefined)
+    refuse('spotDiscountPercent', 'discounts spot instances');
+}
+
+/** Whether `catalog` sells any spot instance: a spot section with at least one pool. */
+export function offersSpot(catalog: Catalog): boolean {
+  return (catalog.spot?.offerings.length ?? 0) > 0;
 }
 
 export function addPriceOverridesOption(command: Command): Command {

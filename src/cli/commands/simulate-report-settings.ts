@@ -7,7 +7,7 @@ import {
 import { DEFAULT_COLOCATION_RATE } from '../../scheduler/colocation-table.js';
 import type { ReportSettings } from '../../sim/report/json.js';
 import { DEFAULT_ROUND_SECONDS } from '../../world/simulation.js';
-import { traceSettings } from './sim-flags.js';
+import { offersSpot, traceSettings } from './sim-flags.js';
 import { isEvaScheduler } from './simulate-flag-rules.js';
 import type { SimulationPlan } from './simulate-plan.js';
 
@@ -63,7 +63,7 @@ export function reportSettings(plan: SimulationPlan): ReportSettings {
     admitBy: admitBy ?? 'standalone',
     latencyConfig: o.latencyConfig ?? 'default network (3 zones, digest §10.2 round trips, no episodes)',
     spot: spotOn
-      ? `on (${catalog.spot?.source === undefined ? 'no spot prices in the catalog' : `catalog spot snapshot ${catalog.spot.snapshotDate}`}; bursts per pool per month ${o.spotBursts ?? 0}; rebalance recommendations before ${Math.round((o.spotRebalance ?? 0) * 100)}% of reclaims, false ones ${o.spotFalseRebalances ?? 0} per instance-month)`
+      ? `on (${catalog.spot === undefined || !offersSpot(catalog) ? 'no spot prices in the catalog' : `catalog spot snapshot ${catalog.spot.snapshotDate}`}; bursts per pool per month ${o.spotBursts ?? 0}; rebalance recommendations before ${Math.round((o.spotRebalance ?? 0) * 100)}% of reclaims, false ones ${o.spotFalseRebalances ?? 0} per instance-month)`
       : 'off (on demand only)',
     checkpointMinutes: o.checkpointMinutes ?? "the trace's, else 30",
   };
