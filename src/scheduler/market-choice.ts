@@ -123,14 +123,22 @@ export function assignMarkets(instances: readonly PlannedInstance[], input: Mark
   return instances.map((i) => chooseMarket(i, input, context));
 }
 
-/** $/hour of a planned instance at its market's price (spot: its zone's pool, else the one a launch gets). */
+/**
+ * $/hour of a planned instance at its market's price (spot: its zone's pool, else the one a launch gets). An existing
+ * spot instance whose pool the catalog lacks (a catalog file replaced across a restart) is priced on demand,
+ * as its bill is (instance-market.ts `billedPricePerHour`): EC2 charges spot at most that, and a round that threw here
+ * would stop every plan.
+ */
 export function plannedPricePerHour(catalog: Catalog, instance: PlannedInstance): number {
-  return instancePricePerHour(
-    catalog,
-    instance.typeName,
-    instance.market ?? 'on-demand',
-    instance.placement?.zone,
-  );
+  const market = instance.market ?? 'on-demand';
+  const zone = instance.placement?.zone;
+  if (
+    market === 'spot' &&
+    !instance.isNew &&
+    spotOffering(catalog.spot, instance.typeName, zone) === undefined
+  )
+    return instancePricePerHour(catalog, instance.typeName, 'on-demand');
+  return instancePricePerHour(catalog, instance.typeName, market, zone);
 }
 
 /**
