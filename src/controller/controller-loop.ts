@@ -80,7 +80,7 @@ export class ControllerLoop {
     while (this.isRunning) {
       let failed = false;
       try {
-        if (schedule.due(clock.nowSeconds())) await this.deps.runRound(schedule.requestedBecause ?? 'period');
+        if (schedule.due(clock.nowSeconds())) await this.deps.runRound(schedule.reasonAt(clock.nowSeconds()));
         else await this.deps.reconcile();
         reports.startDue();
       } catch (e) {

@@ -26,6 +26,7 @@ import { DEFAULT_REPORTS_KEPT } from './report-retention.js';
 import { ReportWriter } from './report-writer.js';
 import { RoundRecorder } from './round-recorder.js';
 import { RoundSchedule } from './round-schedule.js';
+import { noCapacityWindowEnds } from './no-capacity-records.js';
 import { RunLimits } from './run-limits.js';
 import { buildScheduler, type SchedulerRecipe } from './scheduler-recipe.js';
 import { SchedulerState } from './scheduler-state.js';
@@ -96,7 +97,8 @@ export function buildControllerParts(
   hooks: ControllerHooks,
 ): ControllerParts {
   const provider = deps.settings.dryRun ? undefined : deps.provider;
-  const schedule = new RoundSchedule(deps.settings);
+  // The end of a capacity-error window brings a round: the jobs it kept waiting may be launched again.
+  const schedule = new RoundSchedule(deps.settings, () => noCapacityWindowEnds(deps.store));
   const monitor = new LoopMonitor(clock, deps.settings.loopStuckSeconds);
   const spotMarket = deps.spotMarket === true;
   const recipe: SchedulerRecipe | undefined =

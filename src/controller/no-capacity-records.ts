@@ -26,6 +26,12 @@ export function readNoCapacity(store: StateStore, nowSeconds: number): NoCapacit
   return parsed.success ? parsed.data.filter((r) => r.untilSeconds > nowSeconds) : [];
 }
 
+/** When the stored windows end, ended ones too (a round at the first end after the last round plans again). */
+export function noCapacityWindowEnds(store: StateStore): number[] {
+  const parsed = recordsSchema.safeParse(store.getValue(KEY));
+  return parsed.success ? parsed.data.map((r) => r.untilSeconds) : [];
+}
+
 /**
  * Add refusals to the stored ones: an offering refused again keeps the later end, and the ended ones are dropped, so
  * the value stays as small as the cloud's shortage.

@@ -18,6 +18,11 @@ export class RoundSchedule {
       readonly earlyRounds?: boolean | undefined;
       readonly minRoundGapSeconds?: number | undefined;
     },
+    /**
+     * When capacity the cloud refused may be back (the ends of its capacity-error windows, no-capacity-records.ts):
+     * a round runs at the first of them after the last round, to plan the jobs the round kept waiting for it.
+     */
+    private readonly capacityBackTimes: () => readonly number[] = () => [],
   ) {}
 
   /**
@@ -38,8 +43,17 @@ export class RoundSchedule {
   due(nowSeconds: number): boolean {
     return (
       this.periodicDue(nowSeconds) ||
-      (this.requestedBecause !== undefined && nowSeconds >= this.lastRoundAtSeconds + this.minGap())
+      (this.requestedBecause !== undefined && nowSeconds >= this.lastRoundAtSeconds + this.minGap()) ||
+      nowSeconds >= (this.capacityBackSeconds() ?? Number.POSITIVE_INFINITY)
     );
+  }
+
+  /** Why a round due now runs: asked for, capacity that may be back, else the period. */
+  reasonAt(nowSeconds: number): string {
+    if (this.requestedBecause !== undefined) return this.requestedBecause;
+    return nowSeconds >= (this.capacityBackSeconds() ?? Number.POSITIVE_INFINITY)
+      ? 'capacity may be back'
+      : 'period';
   }
 
   /** A round starts now (the request, if any, is answered by it). */
@@ -51,9 +65,17 @@ export class RoundSchedule {
 
   /** When the next round may run: the earliest an asked-for one may, else the period's next. */
   nextRoundSeconds(): number {
-    return this.requestedBecause !== undefined
-      ? this.earliestEarlySeconds()
-      : this.periodFrom() + this.settings.roundSeconds;
+    const asked =
+      this.requestedBecause !== undefined
+        ? this.earliestEarlySeconds()
+        : this.periodFrom() + this.settings.roundSeconds;
+    return Math.min(asked, this.capacityBackSeconds() ?? Number.POSITIVE_INFINITY);
+  }
+
+  /** The first end of a capacity-error window after the last round (and its gap), if any. */
+  private capacityBackSeconds(): number | undefined {
+    const after = this.capacityBackTimes().filter((t) => t > this.lastRoundAtSeconds);
+    return after.length === 0 ? undefined : Math.max(Math.min(...after), this.earliestEarlySeconds());
   }
 
   /** The earliest an early round may run. */

@@ -65,7 +65,7 @@ describe('no capacity for any type that fits a job', () => {
     expect(gpuRecords(r.store)).toBe(2);
   });
 
-  it('asks for no early round: rounds come on the period, each leaving one closed record', async () => {
+  it('asks for no early round: a round comes as each window ends, each leaving one closed record', async () => {
     const r = rig({ roundSeconds: 300, pollSeconds: 15 });
     for (const t of catalog.types) r.cloud.noCapacity.add(t.name);
     const startedAt = r.clock.nowSeconds();
@@ -79,9 +79,10 @@ describe('no capacity for any type that fits a job', () => {
       await r.controller.stop();
     }
     const rounds = r.store.listRounds(1000).map((x) => x.atSeconds - startedAt);
-    // The start's round and the period's: at 0, 300 and 600 s.
-    expect(rounds.sort((a, b) => a - b)).toEqual([0, 300, 600]);
-    expect(r.store.listInstances()).toHaveLength(3);
-    expect(r.store.listInstances({ states: ['terminated'] })).toHaveLength(3);
+    // The start's round, then one as each capacity-error window (180 s) ends, which plans the job again and is
+    // refused again: one round a window, never one every 2 s.
+    expect(rounds.sort((a, b) => a - b)).toEqual([0, 180, 360, 540]);
+    expect(r.store.listInstances()).toHaveLength(4);
+    expect(r.store.listInstances({ states: ['terminated'] })).toHaveLength(4);
   });
 });
