@@ -303,7 +303,7 @@ export class Launches {
    * type, the tasks return to the queue. No round is asked for then: planned at once, they would be refused the same
    * way, round after round. The refusal is recorded (no-capacity-records.ts), so the rounds that come (the period's,
    * or one asked for by something else) keep the jobs no type with capacity can host waiting until the provider's
-   * window ends (round/capacity-holds.ts).
+   * window ends (round/capacity-holds.ts), and the window's end brings a round (round-schedule.ts).
    */
   private fallBack(
     intent: IntentRecord & { kind: 'launch' },
