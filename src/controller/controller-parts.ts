@@ -97,8 +97,16 @@ export function buildControllerParts(
   hooks: ControllerHooks,
 ): ControllerParts {
   const provider = deps.settings.dryRun ? undefined : deps.provider;
-  // The end of a capacity-error window brings a round: the jobs it kept waiting may be launched again.
-  const schedule = new RoundSchedule(deps.settings, () => noCapacityWindowEnds(deps.store));
+  // The end of a capacity-error window brings a round: the jobs it kept waiting may be launched again. Read between
+  // passes, outside their error handling: a store that fails here fails the next pass instead (which is reported, and
+  // a lost lease ends the controller as such), never the loop.
+  const schedule = new RoundSchedule(deps.settings, () => {
+    try {
+      return noCapacityWindowEnds(deps.store);
+    } catch {
+      return [];
+    }
+  });
   const monitor = new LoopMonitor(clock, deps.settings.loopStuckSeconds);
   const spotMarket = deps.spotMarket === true;
   const recipe: SchedulerRecipe | undefined =
