@@ -72,8 +72,12 @@ export class RoundSchedule {
     return Math.min(asked, this.capacityBackSeconds() ?? Number.POSITIVE_INFINITY);
   }
 
-  /** The first end of a capacity-error window after the last round (and its gap), if any. */
+  /**
+   * The first end of a capacity-error window after the last round (and its gap), if any: an early round, so none
+   * without early rounds (the simulator's runtime plans on the period's grid, as its engine does).
+   */
   private capacityBackSeconds(): number | undefined {
+    if (this.settings.earlyRounds === false) return undefined;
     const after = this.capacityBackTimes().filter((t) => t > this.lastRoundAtSeconds);
     return after.length === 0 ? undefined : Math.max(Math.min(...after), this.earliestEarlySeconds());
   }
