@@ -65,6 +65,23 @@ export const instanceSchema = z.looseObject({
 });
 export type InstanceResponse = z.output<typeof instanceSchema>;
 
+/**
+ * A queued job's wait in the controller's latest round, planned or not (absent from a controller of an older release,
+ * null when that round did not keep it waiting): a round with nothing else to plan records no decision to say it.
+ */
+export const latestWaitSchema = z
+  .object({
+    summary: z.string(),
+    cap: z.string(),
+    capName: z.string().optional(),
+    brokenAlone: z.array(z.string()).optional(),
+    recorded: z.boolean(),
+  })
+  .nullable()
+  .optional()
+  .catch(undefined);
+export type LatestWait = NonNullable<z.output<typeof latestWaitSchema>>;
+
 export const jobDocumentSchema = jobSummarySchema.extend({
   spec: z.looseObject({}),
   instances: z.array(instanceSchema.extend({ taskIds: z.array(z.string()) })),
@@ -107,6 +124,7 @@ export const jobDocumentSchema = jobSummarySchema.extend({
     .catch([]),
   // Absent from a controller of an older release: unknown.
   startsNoEarlierThanSeconds: z.number().nullable().catch(null),
+  latestWait: latestWaitSchema,
 });
 export type JobDocumentResponse = z.output<typeof jobDocumentSchema>;
 
@@ -171,6 +189,7 @@ export const whySchema = z.looseObject({
       decision: z.looseObject({ chosen: z.string().optional(), reason: z.string().optional() }),
     }),
   ),
+  latestWait: latestWaitSchema,
 });
 export type WhyResponse = z.output<typeof whySchema>;
 

@@ -6,7 +6,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { FleetwiseClient } from '../client.js';
 import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
-import type { JobDocumentResponse, JobSummaryResponse } from '../api-responses.js';
+import type { JobDocumentResponse, JobSummaryResponse, LatestWait } from '../api-responses.js';
 import { durationText } from '../../core/duration.js';
 import { formatIdList, formatProgress, formatTable, formatTime, printJson } from '../table.js';
 import { stateCounts } from '../array-rows.js';
@@ -167,18 +167,27 @@ export function predictionErrorText(err: { errorSeconds: number; errorPercent: n
   return `${formatDuration(err.errorSeconds)} ${err.errorSeconds > 0 ? 'later' : 'earlier'} than predicted at submission${percent}`;
 }
 
-/** The job's place in the queue as the job view says it: `class small, position 2 (class-share): …`. */
+/**
+ * The job's place in the queue as the job view says it: `class small, position 2 (class-share): …`, or for a wait
+ * outside admission's reasons (held for capacity) `class small, waiting: <detail>`.
+ */
 export function queuePlaceText(q: NonNullable<QueueFields['queue']>): string {
-  return q.status === 'admitted'
-    ? `class ${q.classId}, admitted (${q.detail})`
-    : `class ${q.classId}, ${q.position === null ? 'waiting' : `position ${q.position}`} (${q.reason ?? 'waiting'}): ${q.detail}`;
+  if (q.status === 'admitted') return `class ${q.classId}, admitted (${q.detail})`;
+  const place = q.position === null ? 'waiting' : `position ${q.position}`;
+  return `class ${q.classId}, ${place}${q.reason === null ? '' : ` (${q.reason})`}: ${q.detail}`;
 }
 
-/** The queue and ETA lines; an ended job shows what was predicted at submission and how far off it was, no ETA. */
-function etaLines(fields: QueueFields, ended: boolean): string[] {
+/**
+ * The queue and ETA lines; an ended job shows what was predicted at submission and how far off it was, no ETA. A job
+ * with no place in the queue yet (held for capacity since its submission) says what the latest round kept it waiting
+ * for.
+ */
+function etaLines(fields: QueueFields, ended: boolean, latestWait: LatestWait | null | undefined): string[] {
   const lines: string[] = [];
   const q = fields.queue;
   if (q !== undefined && q !== null) lines.push(keyValue('queue', queuePlaceText(q)));
+  else if (!ended && latestWait !== undefined && latestWait !== null)
+    lines.push(keyValue('queue', `waiting: ${latestWait.summary}`));
   const eta = fields.eta;
   if (ended) lines.push('eta        - (the job ended)');
   else if (eta !== undefined && eta !== null) {
@@ -263,7 +272,7 @@ export function registerJob(program: Command): void {
       `finished   ${formatTime(job.finishedAtSeconds)}`,
       ...dependencyLines(job, Date.now() / 1000),
       ...coStartLines(job.coStart ?? null, job.taskCount),
-      ...etaLines(queueFieldsOf(job), isFinalJobState(job.state)),
+      ...etaLines(queueFieldsOf(job), isFinalJobState(job.state), job.latestWait),
       ...warningsOf(job).map((w) => keyValue('warning', w)),
     ];
     process.stdout.write(`${lines.join('\n')}\n\n`);

@@ -254,16 +254,26 @@ export function marketLine(why: WhyResponse): string | undefined {
   return `market: ${parts.join('; ')}${m.spot === 'never' ? ' (the job never runs on spot)' : ''}`;
 }
 
+/** A round with nothing else to plan records no decision: its waits are told as this round's. */
+const LATEST_ROUND = 'the latest round (nothing else to plan, so not recorded)';
+
 export function renderWhy(why: WhyResponse): string {
   const market = marketLine(why);
   const out = [`${why.jobId}: ${why.state}\n${market === undefined ? '' : `${market}\n`}`];
+  // The latest round's wait, when that round had nothing else to plan and so recorded no decision to say it.
+  const unrecorded = why.latestWait?.recorded === false ? why.latestWait : undefined;
   if (why.records.length === 0) {
     // No round recorded a decision (one over a cap alone, on an idle cluster, has nothing planned): the queue's word.
     const q = queueFieldsOf(why).queue;
     if (q !== undefined && q !== null && q.status === 'waiting')
       return `${out[0]}no recorded round decided about it yet; the queue keeps it waiting: ${queuePlaceText(q)}\n`;
+    // Held for capacity since its submission, a job has no place in the queue: the latest round says why it waits.
+    if (unrecorded !== undefined)
+      return `${out[0]}no recorded round decided about it yet; ${LATEST_ROUND}: kept waiting: ${unrecorded.summary}\n`;
     return `${out[0]}no scheduling decision mentions this job yet\n`;
   }
+  // Newer than every record: what the job waits for now comes first.
+  if (unrecorded !== undefined) out.push(`${LATEST_ROUND}: kept waiting: ${unrecorded.summary}\n`);
   const rows = groupRounds(why.records);
   const margin = Math.max(1, ...rows.map((r) => paybackMarginOf(r.decision)));
   for (const row of rows) {

@@ -12,6 +12,52 @@ import {
 } from './openapi-builders.js';
 import { MAX_WHY_DECISIONS } from '../../protocol/why-limit.js';
 
+/**
+ * What the controller's latest round, planned or not, kept a queued job waiting for. A round with nothing to plan
+ * records no decision, so on an otherwise idle cluster this alone says it (a job held for capacity, one over a cap).
+ */
+const LATEST_WAIT: Schema = {
+  type: 'object',
+  nullable: true,
+  description:
+    "The job's wait in the controller's latest round, planned or not; null when that round did not keep it waiting " +
+    '(or it is not queued). A job held for capacity (EC2 refused every instance type that fits it) has capName ' +
+    '`no capacity`, the refused types and the end of the capacity-error window in cap and summary, and its queue ' +
+    'place says waiting (reason null) rather than the place of the round before the hold',
+  required: ['summary', 'cap', 'recorded'],
+  properties: {
+    summary: {
+      ...str,
+      description:
+        'The wait in words, e.g. "in the queue for capacity: the cloud refused every instance type …"',
+    },
+    cap: {
+      ...str,
+      description: "The round's waiting entry: the queue's line, or the name of the cap it breaks",
+    },
+    capName: { ...str, description: 'The cap alone, one of few (`no capacity`, `maxCostPerHour`, …)' },
+    brokenAlone: {
+      type: 'array',
+      items: str,
+      description: 'For a job that can never run under the caps: every cap it breaks on its own',
+    },
+    recorded: {
+      type: 'boolean',
+      description:
+        'The latest recorded round lists the same wait, so the decision records say it; false when the latest ' +
+        'round had nothing else to plan and recorded none',
+    },
+  },
+};
+
+/** A component with the job's latest wait beside it. */
+const withLatestWait = (component: string): Schema => ({
+  allOf: [
+    ref(component),
+    { type: 'object', required: ['latestWait'], properties: { latestWait: LATEST_WAIT } },
+  ],
+});
+
 /** The job routes' operations, by path: submitting, reading, cancelling and explaining jobs, and their logs. */
 export const JOB_PATHS: Record<string, Record<string, Schema>> = {
   '/v1/jobs': {
@@ -111,7 +157,7 @@ export const JOB_PATHS: Record<string, Record<string, Schema>> = {
       summary: 'One job: state, progress, migrations, instances, tasks',
       operationId: 'getJob',
       parameters: [idParam('Job id, e.g. job-7')],
-      responses: { '200': ok('The job', ref('JobDocument')), ...JOB_ERRORS },
+      responses: { '200': ok('The job', withLatestWait('JobDocument')), ...JOB_ERRORS },
     },
   },
   '/v1/jobs/{id}/cancel': {
@@ -179,7 +225,9 @@ export const JOB_PATHS: Record<string, Record<string, Schema>> = {
   },
   '/v1/jobs/{id}/why': {
     get: {
-      summary: 'Decision records that mention the job (waiting, moved, placed), newest first',
+      summary:
+        'Decision records that mention the job (waiting, moved, placed), newest first, and its wait in the latest ' +
+        'round when that round recorded none',
       operationId: 'whyJob',
       parameters: [
         idParam('Job id'),
@@ -190,7 +238,7 @@ export const JOB_PATHS: Record<string, Record<string, Schema>> = {
         },
       ],
       responses: {
-        '200': ok('Decision records', ref('Why')),
+        '200': ok('Decision records', withLatestWait('Why')),
         '400': error(`A limit that is not a whole number from 1 to ${MAX_WHY_DECISIONS}`),
         ...JOB_ERRORS,
       },

@@ -21,7 +21,11 @@ import type { ApiContext, RouteTable } from './routing.js';
 import { dryRunView, requireUploadedContexts, specFromBody } from './submission.js';
 import { arraySubmissionSize, JOB_ID_PATTERN, type JobSpec } from '../job-spec/spec.js';
 import { jobDocument, jobSummary, visibleJobIds, whyForScope } from './views.js';
-import { jobMarket } from '../explain.js';
+import { jobMarket, waitInWords } from '../explain.js';
+import type { JobQueueView } from '../../queue/admission-views.js';
+import { NO_CAPACITY } from '../../round/capacity-holds.js';
+import type { WaitingEntry } from '../../scheduler/types.js';
+import type { StateStore } from '../state-store.js';
 import { MAX_WHY_DECISIONS } from '../../protocol/why-limit.js';
 
 const idParams = z.object({ id: z.string().min(1).max(128) });
@@ -104,11 +108,73 @@ export function visibleJob(context: ApiContext, principal: Principal, id: string
   return job;
 }
 
+/** A queued job's wait in the controller's latest round, as its views answer it (`latestWait`). */
+export interface LatestWaitView {
+  /** The wait in words, as `fleetwise why` words a round's (`kept waiting: <summary>`). */
+  readonly summary: string;
+  /** The round's `waiting` entry: the queue's line, or the cap's name. */
+  readonly cap: string;
+  readonly capName?: string;
+  readonly brokenAlone?: readonly string[];
+  /** The latest recorded round lists the same wait: the job's decision records already say it. */
+  readonly recorded: boolean;
+}
+
+/**
+ * The job's wait in the latest round, planned or not, or null when that round did not keep it waiting. Only a queued
+ * job waits: one placed since (between rounds, on capacity already paid for) is still listed until the next round.
+ */
+function latestWaitView(
+  store: StateStore,
+  job: JobRecord,
+  waits: ReadonlyMap<string, WaitingEntry>,
+): LatestWaitView | null {
+  const wait = job.state === 'queued' ? waits.get(job.id) : undefined;
+  if (wait === undefined) return null;
+  const recorded =
+    store.latestRound()?.decision.waiting.some((w) => w.jobId === job.id && w.cap === wait.cap) === true;
+  return {
+    summary: waitInWords(wait.cap, wait.brokenAlone?.join(', ') ?? wait.capName),
+    cap: wait.cap,
+    ...(wait.capName === undefined ? {} : { capName: wait.capName }),
+    ...(wait.brokenAlone === undefined ? {} : { brokenAlone: wait.brokenAlone }),
+    recorded,
+  };
+}
+
+/**
+ * The job's place in the queue as its views show it. A job the latest round held for capacity was out of admission,
+ * so its recorded place is an earlier round's (`admitted`, for one that then walked every type to a refusal): it is
+ * shown waiting for capacity instead, since the later of that place and the job's last change (its return to the
+ * queue), the hold's own start being kept nowhere.
+ */
+function shownQueue(
+  view: JobQueueView | null,
+  job: JobRecord,
+  wait: WaitingEntry | undefined,
+): JobQueueView | null {
+  if (view === null || job.state !== 'queued' || wait?.capName !== NO_CAPACITY) return view;
+  return {
+    ...view,
+    status: 'waiting',
+    position: null,
+    reason: null,
+    detail: waitInWords(wait.cap, wait.capName),
+    sinceSeconds: Math.max(view.sinceSeconds, job.updatedAtSeconds),
+  };
+}
+
 export function registerJobRoutes(routes: RouteTable, context: ApiContext): void {
   const { service } = context;
   const store = service.store;
   const taskCount = (jobId: string): number => store.listTasks({ jobId }).length;
   const predicting = (): boolean => service.predictionsEnabled === true;
+  // The latest round's waits by job, planned or not: a round with nothing to plan records none, so a job held for
+  // capacity on an otherwise idle cluster is in these alone.
+  const latestWaits = (): ReadonlyMap<string, WaitingEntry> =>
+    new Map(
+      (service.latestWaiting?.() ?? store.latestRound()?.decision.waiting ?? []).map((w) => [w.jobId, w]),
+    );
   const keyed = new KeyedSubmissions(
     store,
     (jobs, key) => keepAgain(service, jobs, key),
@@ -242,11 +308,16 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
             (e) => request.log.warn(e, 'jobs listed without their costs: the cost accounting failed'),
           )
         : undefined;
+      const waits = latestWaits();
       return {
-        jobs: jobs.map((j) => ({
-          ...jobSummary(j, taskCount(j.id), store, predicting()),
-          ...(costOf === undefined ? {} : { cost: costOf(j.id) }),
-        })),
+        jobs: jobs.map((j) => {
+          const summary = jobSummary(j, taskCount(j.id), store, predicting());
+          return {
+            ...summary,
+            queue: shownQueue(summary.queue, j, waits.get(j.id)),
+            ...(costOf === undefined ? {} : { cost: costOf(j.id) }),
+          };
+        }),
         // The last job listed, to ask for the page after it.
         ...(more ? { next: jobs.at(-1)?.id } : {}),
         // What the window left out, so a listing can say that there is more.
@@ -265,7 +336,14 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
     access: 'any',
     handler: async (request) => {
       const { id } = parseWith(idParams, request.params, 'path');
-      return jobDocument(store, visibleJob(context, context.principal(request), id), predicting());
+      const job = visibleJob(context, context.principal(request), id);
+      const document = jobDocument(store, job, predicting());
+      const waits = latestWaits();
+      return {
+        ...document,
+        queue: shownQueue(document.queue, job, waits.get(job.id)),
+        latestWait: latestWaitView(store, job, waits),
+      };
     },
   });
 
@@ -329,13 +407,18 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       const principal = context.principal(request);
       const job = visibleJob(context, principal, id);
       const records = service.why(job.id, limit);
+      const waits = latestWaits();
       return {
         jobId: job.id,
         state: job.state,
         records: whyForScope(records, visibleJobIds(store, teamScope(principal))),
         market: jobMarket(store, job),
         // Its place in the queue now: what says why it waits when no recorded round has (nothing was planned).
-        queue: isFinalJobState(job.state) ? null : (readQueueRecord(store, job.id)?.queue ?? null),
+        queue: isFinalJobState(job.state)
+          ? null
+          : shownQueue(readQueueRecord(store, job.id)?.queue ?? null, job, waits.get(job.id)),
+        // Newer than every record when the latest round had nothing else to plan (it recorded none).
+        latestWait: latestWaitView(store, job, waits),
       };
     },
   });
