@@ -6,7 +6,7 @@ import { isFinalJobState } from '../../controller/state/lifecycle.js';
 import { FleetwiseClient, type JobListFilter } from '../client.js';
 import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
 import type { JobSummaryResponse } from '../api-responses.js';
-import { pollIntervalOption, sleep } from '../poll.js';
+import { pollIntervalOption, ReadsThroughRestarts, sleep } from '../poll.js';
 import { formatDollars, formatIdList, formatProgress, formatTable, formatTime, printJson } from '../table.js';
 import { arrayName, completionText, formatEta, formatQueue, queueFieldsOf, type QueueFields } from './job.js';
 import { groupArrays, stateCounts } from '../array-rows.js';
@@ -185,7 +185,11 @@ export function registerJobs(program: Command): void {
         "a row per job of an array (by default an array's jobs listed together are one row)",
       )
       .option('--json', 'print a JSON array of jobs (id, name, team, state, progress, cost, queue, eta, …)')
-      .option('-w, --watch', 'redraw every --interval seconds until Ctrl-C (with --json: one array per line)')
+      .option(
+        '-w, --watch',
+        'redraw every --interval seconds until Ctrl-C (with --json: one array per line, ending on a failure other ' +
+          'than the controller restarting)',
+      )
       .option('--interval <seconds>', 'with --watch: seconds between redraws', '2'),
   ).action(async (options: JobsOptions) => {
     const { interval } = parseWith(optionsSchema, options, 'fleetwise jobs options');
@@ -206,6 +210,16 @@ export function registerJobs(program: Command): void {
     }
     // Ctrl-C is how a watch ends: not an error.
     process.once('SIGINT', () => process.exit(0));
+    if (options.json === true) {
+      // Under --json stderr holds only the error the command ends with (one JSON object): a controller restarting
+      // is waited through unsaid, as `wait --json` does (the lines on stdout pause); any other failure ends it.
+      const reads = new ReadsThroughRestarts(false);
+      for (;;) {
+        const listing = await reads.read(() => listJobs(client, filter));
+        if (listing !== undefined) process.stdout.write(`${JSON.stringify(listing.jobs)}\n`);
+        await sleep(interval);
+      }
+    }
     const clear = process.stdout.isTTY ? '\x1b[H\x1b[2J' : '';
     let first = true;
     for (;;) {
@@ -217,7 +231,6 @@ export function registerJobs(program: Command): void {
       });
       first = false;
       if (listing instanceof Error) process.stderr.write(`fleetwise: ${terminalSafe(listing.message)}\n`);
-      else if (options.json === true) process.stdout.write(`${JSON.stringify(listing.jobs)}\n`);
       else
         process.stdout.write(
           `${clear}every ${interval} s, Ctrl-C to stop: ${client.server} at ${formatTime(Date.now() / 1000)}\n\n` +

@@ -60,8 +60,12 @@ function sourceOf(file: string): string {
   return file === STDIN ? 'standard input' : file;
 }
 
-async function readStdin(): Promise<string> {
-  if (process.stdin.isTTY)
+/**
+ * The spec typed at a terminal, prompted for on stderr; under --json only when stderr is a terminal too (no script
+ * reads it), as there stderr holds only the error (one JSON object).
+ */
+async function readStdin(json: boolean): Promise<string> {
+  if (process.stdin.isTTY && (!json || process.stderr.isTTY))
     process.stderr.write('reading the job spec from standard input (end with Ctrl-D)\n');
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
@@ -89,11 +93,13 @@ export async function checkSpecFile(
   /** What the command line changes in the spec (`--array`, `--depends-on`), checked with it. */
   prepare: (raw: RawSpec) => RawSpec = (raw) => raw,
   catalog?: GivenCatalog,
+  /** --json: standard input typed at a terminal is prompted for only where no script reads stderr. */
+  json = false,
 ): Promise<CheckedSpecFile> {
   const source = sourceOf(file);
   let text: string;
   try {
-    text = file === STDIN ? await readStdin() : await readFile(file, 'utf8');
+    text = file === STDIN ? await readStdin(json) : await readFile(file, 'utf8');
   } catch (e) {
     throw new ValidationError(source, [`cannot read: ${(e as Error).message}`]);
   }
@@ -221,6 +227,7 @@ export function registerSubmit(program: Command): void {
           file,
           (raw) => withDependencies(array === undefined ? raw : withArray(raw, array), dependsOn),
           catalog,
+          options.json === true,
         ),
       );
     const specs = checked.map((c) => c.raw);
@@ -307,8 +314,10 @@ export function registerSubmit(program: Command): void {
       if (options.dryRun !== true) continue;
       if (options.json === true) process.stdout.write(`${JSON.stringify(view)}\n`);
       else process.stdout.write(formatDryRun(file, terminalSafeDeep(view)));
-      // On stderr, as a submission's warnings are.
-      for (const w of view.warnings) process.stderr.write(`warning: ${file}: ${terminalSafe(w)}\n`);
+      // On stderr, as a submission's warnings are; under --json they are the view's `warnings`, and stderr holds
+      // only the error.
+      if (options.json !== true)
+        for (const w of view.warnings) process.stderr.write(`warning: ${file}: ${terminalSafe(w)}\n`);
     }
     if (options.dryRun === true) return;
     if (options.chain === true) {
@@ -388,12 +397,14 @@ export function registerSubmit(program: Command): void {
           ),
         );
       }
-      for (const w of warnings)
-        process.stderr.write(
-          terminalSafe(
-            `warning: ${job.arrayJobIds === undefined ? job.id : `${ids[0]} … ${ids.at(-1)}`}: ${w}\n`,
-          ),
-        );
+      // Under --json each line's `warnings` carries them, and stderr holds only the error.
+      if (options.json !== true)
+        for (const w of warnings)
+          process.stderr.write(
+            terminalSafe(
+              `warning: ${job.arrayJobIds === undefined ? job.id : `${ids[0]} … ${ids.at(-1)}`}: ${w}\n`,
+            ),
+          );
     }
   });
 }

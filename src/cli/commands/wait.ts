@@ -129,7 +129,7 @@ export function registerWait(program: Command): void {
           read.push(...(await arrayMembers(client, array.first)).filter((j) => left.has(j.id)));
       return read;
     };
-    const reads = new ReadsThroughRestarts();
+    const reads = new ReadsThroughRestarts(options.json !== true);
     for (;;) {
       const pending = waitFor.filter((id) => !ended.has(id));
       // A controller restarting is not a job failing (exit 1 means a job did not succeed, or the timeout): a poll
