@@ -129,7 +129,7 @@ async function becomeActive(
       await standby?.close();
     }
   }
-  store.fenceWith(lease, term.epoch);
+  store.fenceWith(lease, term);
   elector.startRenewing(onLost);
   log.info('active: this controller holds the lease', { epoch: term.epoch, holder: term.holder });
   process.stdout.write(`fleetwise controller: active with lease epoch ${term.epoch} on ${store.where}\n`);

@@ -162,14 +162,16 @@ describeWithPostgres('controller lease on PostgreSQL', (pg) => {
     const [a, b] = pair();
     const first = elector(a, 'alpha');
     const term1 = first.tryAcquire();
-    a.fenceWith(a.lease('controller'), term1?.epoch ?? -1);
+    if (term1 === undefined) throw new Error('alpha took no lease');
+    a.fenceWith(a.lease('controller'), term1);
     const spec = readFileSync(join(PROJECT_ROOT, 'examples', 'jobs', 'resnet.yaml'), 'utf8');
     const job = a.submitJob(parseJobSpec(spec, 'resnet.yaml', loadCatalogFile()));
     expect(job.id).toBe('job-1');
     await wait(1300);
     const term2 = elector(b, 'beta').tryAcquire();
     expect(term2?.epoch).toBe(2);
-    b.fenceWith(b.lease('controller'), term2?.epoch ?? -1);
+    if (term2 === undefined) throw new Error('beta took no lease');
+    b.fenceWith(b.lease('controller'), term2);
 
     // The old holder still reads, but none of its writes commits: not the one alone, not a transaction of several.
     expect(a.getJob('job-1')?.state).toBe('queued');

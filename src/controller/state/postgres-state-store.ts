@@ -4,6 +4,7 @@ import type { ConnectionBounds } from './postgres/conninfo.js';
 import { redactUrl } from './postgres/conninfo.js';
 import { PostgresConnection } from './postgres/connection.js';
 import { PostgresLeaseTable } from './postgres/lease-table.js';
+import type { LeaseTerm } from '../ha/lease.js';
 import { migratePostgres, storeIdOf } from './postgres/migrate.js';
 
 export interface PostgresStateStoreOptions extends StateStoreOptions {
@@ -47,11 +48,12 @@ export class PostgresStateStore extends SqlStateStore {
   }
 
   /**
-   * From now on every write transaction commits only while `lease` is still at `epoch` (checked in the transaction,
-   * the row held until it commits): a controller whose lease passed to another can no longer change the state.
+   * From now on every write transaction commits only while `lease` is still in `term`, its epoch and holder (checked
+   * in the transaction, the row held until it commits): a controller whose lease passed to another can no longer
+   * change the state.
    */
-  fenceWith(lease: PostgresLeaseTable, epoch: number): void {
-    this.postgres.setCommitCheck(() => lease.checkEpoch(epoch));
+  fenceWith(lease: PostgresLeaseTable, term: LeaseTerm): void {
+    this.postgres.setCommitCheck(() => lease.checkTerm(term));
   }
 
   close(): void {

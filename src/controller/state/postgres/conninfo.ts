@@ -69,29 +69,102 @@ export const TOOL_CONNECTION_BOUNDS: ConnectionBounds = {
   tcpUserTimeoutMs: 30_000,
 };
 
-const SCHEMES = ['postgres:', 'postgresql:'];
+const SCHEMES = ['postgres', 'postgresql'];
 
-/** True for a URL the PostgreSQL store accepts (`postgres://` or `postgresql://`). */
-export function isPostgresUrl(text: string): boolean {
-  try {
-    return SCHEMES.includes(new URL(text).protocol);
-  } catch {
-    return false;
-  }
+const EXPECTED =
+  'expected postgres://user@host:port/database, or with several hosts ' +
+  'postgres://user@host1:port1,host2:port2/database';
+
+/**
+ * A connection URI cut where libpq cuts it (fe-connect.c, conninfo_uri_parse_options), not where WHATWG's URL does:
+ * libpq takes a list of hosts (`h1:p1,h2:p2`, tried in turn) that no URL parser accepts. Each part is as written.
+ */
+interface UriParts {
+  readonly scheme: string;
+  /** `user[:password]`, when an `@` comes before the first `/`. */
+  readonly userinfo: string | undefined;
+  /** `host[:port]` or `[ipv6][:port]`, comma-separated; may be empty (the default host). */
+  readonly hosts: string;
+  /** `/database`, or empty. */
+  readonly path: string;
+  /** After the first `?` that follows the hosts. */
+  readonly query: string | undefined;
 }
 
-export function boundedConninfo(url: string, bounds: ConnectionBounds = DEFAULT_CONNECTION_BOUNDS): string {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new StateStoreError(`${redactUrl(url)} is not a URL (expected postgres://user@host:port/database)`);
+function splitUri(text: string): UriParts | undefined {
+  const head = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(text);
+  if (head === null) return undefined;
+  let at = head[0].length;
+  // libpq reads credentials when an `@` comes before any `/`, wherever a `?` is.
+  const credentialsEnd = text.slice(at).search(/[@/]/);
+  let userinfo: string | undefined;
+  if (credentialsEnd !== -1 && text[at + credentialsEnd] === '@') {
+    userinfo = text.slice(at, at + credentialsEnd);
+    at += credentialsEnd + 1;
   }
-  if (!SCHEMES.includes(parsed.protocol))
-    throw new StateStoreError(
-      `${redactUrl(url)}: expected a postgres:// or postgresql:// URL, not ${parsed.protocol}//`,
-    );
-  const params = parsed.searchParams;
+  let end = at;
+  for (let bracket = false; end < text.length; end += 1) {
+    const c = text[end];
+    if (bracket) bracket = c !== ']';
+    else if (c === '[') bracket = true;
+    else if (c === '/' || c === '?') break;
+  }
+  const queryAt = text.indexOf('?', end);
+  return {
+    scheme: head[1] ?? '',
+    userinfo,
+    hosts: text.slice(at, end),
+    path: queryAt === -1 ? text.slice(end) : text.slice(end, queryAt),
+    query: queryAt === -1 ? undefined : text.slice(queryAt + 1),
+  };
+}
+
+/** What is wrong with a host list as libpq reads it (`host[:port]` or `[IPv6][:port]`, comma-separated), if aught. */
+function hostsProblem(hosts: string): string | undefined {
+  for (const spec of hosts.split(',')) {
+    const bracketed = /^\[([^\]]+)\](?::(.*))?$/.exec(spec);
+    const colon = spec.indexOf(':');
+    const [host, port] =
+      bracketed !== null
+        ? [bracketed[1] ?? '', bracketed[2] ?? '']
+        : colon === -1
+          ? [spec, '']
+          : [spec.slice(0, colon), spec.slice(colon + 1)];
+    if (/[\s[\]@]/.test(host)) return `"${spec}" is not host:port or [IPv6 address]:port`;
+    // Empty: libpq's default port.
+    if (port !== '' && !(/^\d{1,5}$/.test(port) && Number(port) >= 1 && Number(port) <= 65535))
+      return `port "${port}" of host "${host}" is not a port number (1-65535)`;
+  }
+  return undefined;
+}
+
+/** Why `text` is not a URL the PostgreSQL store connects with, or undefined when it is one. */
+function urlProblem(text: string): string | undefined {
+  const parts = splitUri(text);
+  if (parts === undefined) return `${redactUrl(text)} is not a URL (${EXPECTED})`;
+  if (!SCHEMES.includes(parts.scheme.toLowerCase()))
+    return `${redactUrl(text)}: expected a postgres:// or postgresql:// URL, not ${parts.scheme.toLowerCase()}://`;
+  const hosts = hostsProblem(parts.hosts);
+  return hosts === undefined ? undefined : `${redactUrl(text)}: ${hosts} (${EXPECTED})`;
+}
+
+/**
+ * True for a URL the PostgreSQL store accepts (`postgres://` or `postgresql://`), with one host or libpq's list of
+ * hosts to try in turn (`postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write`).
+ */
+export function isPostgresUrl(text: string): boolean {
+  return urlProblem(text) === undefined;
+}
+
+/**
+ * The URL with the bounds added as parameters. Everything else goes to libpq as written (lowercase scheme aside), so
+ * a host list and libpq's own parameters (`target_session_attrs`, `sslmode`) mean what libpq says they mean.
+ */
+export function boundedConninfo(url: string, bounds: ConnectionBounds = DEFAULT_CONNECTION_BOUNDS): string {
+  const problem = urlProblem(url);
+  const parts = splitUri(url);
+  if (problem !== undefined || parts === undefined) throw new StateStoreError(problem ?? url);
+  const params = new URLSearchParams(parts.query ?? '');
   const setDefault = (key: string, value: string): void => {
     if (!params.has(key)) params.set(key, value);
   };
@@ -114,10 +187,11 @@ export function boundedConninfo(url: string, bounds: ConnectionBounds = DEFAULT_
     if (!present.has(name)) options = `${options} -c ${name}=${value}`.trim();
   if (options !== '') params.set('options', options);
   // libpq decodes %20 but not URLSearchParams' `+` as a space.
-  parsed.search = [...params]
+  const query = [...params]
     .map(([key, value]) => `${encodeURIComponent(key)}=${encodeURIComponent(value)}`)
     .join('&');
-  return parsed.toString();
+  const userinfo = parts.userinfo === undefined ? '' : `${parts.userinfo}@`;
+  return `${parts.scheme.toLowerCase()}://${userinfo}${parts.hosts}${parts.path}?${query}`;
 }
 
 /**
@@ -141,13 +215,54 @@ function serverSettingNames(options: string): Set<string> {
   return names;
 }
 
-/** The URL without its password, for messages and logs (use PGPASSWORD or ~/.pgpass rather than a password in it). */
+/** libpq's parameters that hold a secret (dispchar `*` in PQconndefaults), masked wherever a URL is shown. */
+const SECRET_PARAMETERS = new Set(['password', 'sslpassword', 'oauth_client_secret']);
+
+/**
+ * The URL without its secrets, for messages and logs: the password of `user:password@`, and the value of every secret
+ * parameter (`?password=…`, `?sslpassword=…`). Use PGPASSWORD or ~/.pgpass rather than a password in the URL.
+ */
 export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== '') parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return url.replace(/:\/\/([^:@/]*):[^@/]*@/, '://$1:***@');
+  const parts = splitUri(url);
+  if (parts === undefined) return redactKeywords(url);
+  let userinfo = '';
+  if (parts.userinfo !== undefined) {
+    const colon = parts.userinfo.indexOf(':');
+    userinfo =
+      colon === -1 || colon === parts.userinfo.length - 1
+        ? `${parts.userinfo}@`
+        : `${parts.userinfo.slice(0, colon)}:***@`;
   }
+  const query =
+    parts.query === undefined
+      ? ''
+      : `?${parts.query
+          .split('&')
+          .map((pair) => {
+            const eq = pair.indexOf('=');
+            if (eq === -1) return pair;
+            const key = pair.slice(0, eq);
+            return SECRET_PARAMETERS.has(decodedKey(key)) ? `${key}=***` : pair;
+          })
+          .join('&')}`;
+  return `${parts.scheme}://${userinfo}${parts.hosts}${parts.path}${query}`;
+}
+
+/** A parameter name as libpq reads it (percent-decoded), lowercase. */
+function decodedKey(key: string): string {
+  try {
+    return decodeURIComponent(key).toLowerCase();
+  } catch {
+    return key.toLowerCase();
+  }
+}
+
+/** Text that is no URL (a libpq `key=value` string given by mistake): its secret values masked all the same. */
+function redactKeywords(text: string): string {
+  return text
+    .replace(/:\/\/([^:@/]*):[^@/]*@/, '://$1:***@')
+    .replace(
+      /(^|[\s?&])(password|sslpassword|oauth_client_secret)(\s*=\s*)('(?:\\.|[^'\\])*'|[^\s&]*)/gi,
+      '$1$2$3***',
+    );
 }

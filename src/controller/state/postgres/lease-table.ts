@@ -2,6 +2,17 @@ import { FencedWriteError, type LeaseRecord, type LeaseTable, type LeaseTerm } f
 import type { PostgresConnection } from './connection.js';
 
 /**
+ * The lease is at the writer's epoch but not in its term: given up (no holder), or held by another controller, which
+ * happens when the database lost the writer's acquisition (a failover to a replica that had not received it).
+ */
+class TermOverError extends FencedWriteError {
+  constructor(epoch: number, currentEpoch: number | undefined, why: string) {
+    super(epoch, currentEpoch);
+    this.message = `write refused: this controller's lease epoch ${epoch} is over: ${why}`;
+  }
+}
+
+/**
  * The lease row in PostgreSQL (ha/lease.ts): each operation is one statement, and every time in it is
  * `clock_timestamp()`, the database's clock at that statement, never a controller's.
  */
@@ -73,12 +84,26 @@ export class PostgresLeaseTable implements LeaseTable {
   }
 
   /**
-   * In a write transaction, before it commits: the lease is still at `epoch`. FOR SHARE holds the row until the
-   * commit, so a takeover (an UPDATE of the row) waits for this transaction, or this check sees the new epoch.
+   * In a write transaction, before it commits: the lease is still in `term`, the same epoch and the same holder. An
+   * epoch alone does not name a term: a failover to a replica that never received an acquisition gives the same epoch
+   * to the next controller, and the holder (which carries a random part) tells the two apart. FOR SHARE holds the row
+   * until the commit, so a takeover (an UPDATE of the row) waits for this transaction, or this check sees the new term.
    */
-  checkEpoch(epoch: number): void {
-    const row = this.connection.query('SELECT epoch FROM leases WHERE name = $1 FOR SHARE', [this.name])[0];
+  checkTerm(term: LeaseTerm): void {
+    const row = this.connection.query('SELECT epoch, holder FROM leases WHERE name = $1 FOR SHARE', [
+      this.name,
+    ])[0];
     const current = row === undefined ? undefined : Number(row['epoch']);
-    if (current !== epoch) throw new FencedWriteError(epoch, current);
+    if (current !== term.epoch) throw new FencedWriteError(term.epoch, current);
+    const holder = row?.['holder'];
+    if (holder === null || holder === undefined)
+      throw new TermOverError(term.epoch, current, 'the lease was given up');
+    if (holder !== term.holder)
+      throw new TermOverError(
+        term.epoch,
+        current,
+        `the lease is at epoch ${current} again, held by ${String(holder)} (the database lost this controller's ` +
+          'acquisition, as after a failover to a replica that had not received it); another controller is active',
+      );
   }
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { SchemaVersionError, StateStoreError } from '../../state-store.js';
-import type { PostgresConnection } from './connection.js';
+import { PostgresError, type PostgresConnection } from './connection.js';
 import { LATEST_POSTGRES_SCHEMA_VERSION, POSTGRES_MIGRATIONS } from './schema.js';
 
 /** Any 64-bit number, the same in every fleetwise: the advisory lock two controllers migrating at once queue on. */
@@ -12,6 +12,37 @@ export const MIGRATION_LOCK = 0x666c656574;
  * together against a new database take turns on an advisory lock, and the second finds the work done.
  */
 export function migratePostgres(connection: PostgresConnection, where: string, now: () => number): number {
+  try {
+    return migrate(connection, where, now);
+  } catch (e) {
+    throw located(e, where, connection);
+  }
+}
+
+/**
+ * A migration's error, naming the store (the URL without its password) when it does not already: PostgreSQL's own
+ * words name neither the database nor the schema. A missing schema (3F000: the search_path names none that exists)
+ * also names the search_path and database the connection has.
+ */
+function located(e: unknown, where: string, connection: PostgresConnection): unknown {
+  if (!(e instanceof Error) || e.message.includes(where)) return e;
+  let context = '';
+  if (e instanceof PostgresError && e.sqlState?.startsWith('3F') === true) {
+    try {
+      const row = connection.query(
+        "SELECT current_setting('search_path') AS search_path, current_database() AS database",
+      )[0];
+      context = ` (search_path ${String(row?.['search_path'])} in database ${String(row?.['database'])})`;
+    } catch {
+      // the error itself still says what failed
+    }
+  }
+  // The same error, so its class and whether it is transient stay.
+  e.message = `${where}: ${e.message}${context}`;
+  return e;
+}
+
+function migrate(connection: PostgresConnection, where: string, now: () => number): number {
   return connection.transaction(() => {
     // The connection's statement and lock timeouts bound a controller's queries, not this: waiting for another
     // controller's migrations, or a migration rewriting a large table, may take longer, and failing half-way through an
