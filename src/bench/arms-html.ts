@@ -237,6 +237,9 @@ function differencesChart(report: ArmsReport, arm: Arm, differences: readonly Pa
             markLine: {
               silent: true,
               symbol: 'none',
+              // ECharts rounds the line's value to `precision` (2 by default) before placing it: a mean of −0.0084%
+              // would be drawn at −0.01. The label is text of its own, so it keeps the page's formatting.
+              precision: 20,
               lineStyle: { color: '#222', type: 'dashed', width: 1.5 },
               label: {
                 formatter: `mean ${differenceText(d, mean)}`,

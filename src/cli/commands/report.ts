@@ -263,6 +263,25 @@ async function monthFromStore(store: ObjectStore, month: string, options: Report
   process.stdout.write(`${key}\n${renderCosts(parsed.data)}`);
 }
 
+/**
+ * `--now` has the controller write the whole history's report to its object store: a flag that asks for a period or
+ * reads stored reports instead contradicts it: refused as bad input rather than left unused.
+ */
+function refuseWithNow(options: ReportOptions): void {
+  if (options.from !== undefined)
+    throw new ValidationError('--now', ['asks the controller to write a report: leave out --from']);
+  const given: readonly (readonly [string, string | undefined])[] = [
+    ['--month', options.month],
+    ['--since', options.since],
+    ['--until', options.until],
+  ];
+  const period = given.filter(([, value]) => value !== undefined).map(([flag]) => flag);
+  if (period.length > 0)
+    throw new ValidationError('--now', [
+      `writes the whole history's report, not a period: leave out ${period.join(' and ')}`,
+    ]);
+}
+
 export function registerReport(program: Command): void {
   addConnectionOptions(
     program
@@ -286,6 +305,7 @@ export function registerReport(program: Command): void {
       .option('--now', 'ask the controller to write a report to its object store now (admin token)')
       .option('--json', 'print JSON'),
   ).action(async (options: ReportOptions) => {
+    if (options.now === true) refuseWithNow(options);
     if (options.from !== undefined) {
       if (options.until !== undefined)
         throw new ValidationError('--until', [

@@ -130,6 +130,8 @@ export function allocationChart(results: readonly RunResult[]): ReportChart {
               markLine: {
                 silent: true,
                 symbol: 'none',
+                // Placed at the value given, not at ECharts' default rounding of it (2 decimals); the label is text.
+                precision: 20,
                 lineStyle: { color: '#222', type: [4, 3], width: 1 },
                 label: {
                   formatter: `mean ${(100 * mean).toFixed(0)}%`,
