@@ -1,6 +1,9 @@
 import type { EC2Client } from '@aws-sdk/client-ec2';
+import { awsErrorCode, awsHttpStatus, configuredEndpoint } from '../cloud/aws/client-config.js';
 import type { Ec2ProviderConfig } from '../cloud/aws/ec2-provider-config.js';
 import type { ControllerConfig } from '../controller/config.js';
+import { errnoCode } from '../core/errno.js';
+import { ValidationError } from '../core/validation.js';
 
 /**
  * The EC2 provider's settings from the configuration, with what it left out (the AMI, the placements) looked up in
@@ -18,6 +21,10 @@ export async function resolveEc2Settings(
     amiId: ec2.amiId,
     placements: ec2.placements,
     subnetIds: ec2.subnetIds,
+  }).catch((e: unknown) => {
+    // A setting EC2 refused is named by the discovery itself; any other failure is the account's or the network's.
+    if (e instanceof ValidationError) throw e;
+    throw discoveryFailure(e, config);
   });
   return {
     region: config.region,
@@ -41,4 +48,74 @@ export async function resolveEc2Settings(
           },
         }),
   };
+}
+
+/** What the SDK's credential chain throws when no source gives credentials (or an SSO token). */
+const NO_CREDENTIALS_ERRORS: ReadonlySet<string> = new Set([
+  'CredentialsProviderError',
+  'TokenProviderError',
+]);
+
+/** What EC2 answers credentials it does not take, or calls they may not make. */
+const REFUSED_ERRORS: ReadonlySet<string> = new Set([
+  'AuthFailure',
+  'UnauthorizedOperation',
+  'InvalidClientTokenId',
+  'SignatureDoesNotMatch',
+  'ExpiredToken',
+  'RequestExpired',
+  'OptInRequired',
+]);
+
+/** What connecting to an endpoint that is down, unknown or cut off answers; TimeoutError is the SDK's own. */
+const UNREACHABLE_ERRNO: ReadonlySet<string> = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+]);
+
+/**
+ * A discovery that failed for want of credentials or of an answer: the SDK's message alone ("Could not load
+ * credentials from any providers", "connect ECONNREFUSED …") says neither what the controller was doing nor what to
+ * set. Not `--ami` or `--subnets`: they are checked against EC2 too, and only a dry run starts without EC2.
+ */
+function discoveryFailure(e: unknown, config: ControllerConfig): Error {
+  const { ec2, region } = config;
+  const ami = ec2.amiId === undefined ? 'the newest Amazon Linux 2023 AMI' : `AMI ${ec2.amiId}`;
+  const where =
+    ec2.subnetIds !== undefined
+      ? `the zones of subnets ${ec2.subnetIds.join(', ')}`
+      : ec2.placements !== undefined
+        ? "the placements' zones and subnets"
+        : "the region's availability zones";
+  const reason = e instanceof Error ? e.message : String(e);
+  const hint = discoveryHint(e, region);
+  return new Error(
+    `EC2 discovery in ${region} (${ami}; ${where}) failed: ${reason}${hint === undefined ? '' : `; ${hint}`}`,
+    { cause: e },
+  );
+}
+
+function discoveryHint(e: unknown, region: string): string | undefined {
+  const code = awsErrorCode(e);
+  if (code !== undefined && NO_CREDENTIALS_ERRORS.has(code))
+    return (
+      'give AWS credentials (AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or an instance role), ' +
+      'or --dry-run to plan without cloud calls'
+    );
+  const status = awsHttpStatus(e);
+  if ((code !== undefined && REFUSED_ERRORS.has(code)) || status === 401 || status === 403)
+    return 'EC2 refused the credentials or the call: the controller needs the permissions of infra/iam-policy.json';
+  const errno = errnoCode(e);
+  if ((errno !== undefined && UNREACHABLE_ERRNO.has(errno)) || code === 'TimeoutError') {
+    const endpoint = configuredEndpoint('EC2');
+    return endpoint === undefined
+      ? `EC2 in ${region} did not answer: check the network`
+      : `nothing answered at the EC2 endpoint ${endpoint} (AWS_ENDPOINT_URL_EC2, else AWS_ENDPOINT_URL): check it`;
+  }
+  return undefined;
 }

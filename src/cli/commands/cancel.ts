@@ -51,7 +51,11 @@ export function registerCancel(program: Command): void {
       .option('--team <team>', 'with --all: only this team (admin token)')
       .option('-y, --yes', 'with --all: do not ask for confirmation on a terminal')
       .option('--array', 'cancel the whole array each id belongs to (its jobs not yet ended)')
-      .option('--json', 'print the cancelled jobs as a JSON array'),
+      .option(
+        '--json',
+        'print the jobs as they stand after the cancel as a JSON array (one already ended keeps the state it ended ' +
+          'in; --array: only the jobs it cancelled)',
+      ),
   ).action(async (ids: string[], options: CancelOptions) => {
     if (options.all === true && ids.length > 0)
       throw new ValidationError('arguments', ['--all: give job ids or --all, not both']);
@@ -119,24 +123,26 @@ export function registerCancel(program: Command): void {
       requireJobIds(ids, 'arguments');
       await readJobs(client, ids);
     }
-    const cancelled: JobSummaryResponse[] = [];
+    // Each job as the controller answered its cancel: cancelled, or as it ended if it had already (a cancel of an
+    // ended job changes nothing), as the text lines and --json both show it.
+    const answered: JobSummaryResponse[] = [];
     for (const id of ids) {
       let job: JobSummaryResponse;
       try {
         job = await client.cancelJob(id);
       } catch (e) {
-        throw withAlreadyCancelled(e, cancelled);
+        throw withAlreadyCancelled(e, answered);
       }
-      cancelled.push(job);
+      answered.push(job);
       if (options.json !== true)
         process.stdout.write(terminalSafe(`${job.id} (${job.name}): ${job.state}\n`));
     }
-    if (options.json === true) printJson(cancelled);
+    if (options.json === true) printJson(answered);
     else if (options.all === true) {
       // A job listed as live may have ended before its cancel arrived: it is answered in the state it ended in.
-      const ended = cancelled.filter((j) => j.state !== 'cancelled').length;
+      const ended = answered.filter((j) => j.state !== 'cancelled').length;
       process.stdout.write(
-        `cancelled ${cancelled.length - ended} job(s) ${scope}` +
+        `cancelled ${answered.length - ended} job(s) ${scope}` +
           (ended === 0 ? '' : `; ${ended} had ended meanwhile`) +
           '\n',
       );

@@ -6,6 +6,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { FleetwiseClient } from '../client.js';
 import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
+import { requireJobIds } from '../job-id-arguments.js';
 import type { JobDocumentResponse, JobSummaryResponse, LatestWait } from '../api-responses.js';
 import { durationText } from '../../core/duration.js';
 import { formatIdList, formatProgress, formatTable, formatTime, printJson } from '../table.js';
@@ -225,6 +226,8 @@ export function registerJob(program: Command): void {
       .option('--stage <n>', 'with --mark-unsuccessful: the stage (1-based) it was stopped at')
       .option('--reason <text>', 'with --mark-unsuccessful: why, shown in the job view'),
   ).action(async (id: string, options: JobOptions) => {
+    // Refused here as bad input, as cancel and wait refuse it, rather than as the controller's 404 (or no answer).
+    requireJobIds([id], 'arguments');
     const client = FleetwiseClient.fromOptions(options);
     if (options.markUnsuccessful === true) {
       let stage: number | undefined;

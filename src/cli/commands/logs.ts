@@ -4,6 +4,7 @@ import { isFinalJobState, PLACED_TASK_STATES } from '../../controller/state/life
 import { parseWith } from '../../core/validation.js';
 import { FleetwiseClient } from '../client.js';
 import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
+import { requireJobIds } from '../job-id-arguments.js';
 import { ApiError } from '../client-errors.js';
 import { LogPartsPrinter, type LogPartSource } from '../log-parts-printer.js';
 import type { JobDocumentResponse, JobSummaryResponse } from '../api-responses.js';
@@ -119,6 +120,8 @@ export function registerLogs(program: Command): void {
       .option('-f, --follow', 'keep printing new output until the job ends')
       .option('--interval <seconds>', 'with --follow: seconds between polls', '2'),
   ).action(async (id: string, options: LogsOptions) => {
+    // Refused here as bad input, as cancel and wait refuse it, rather than as the controller's 404 (or no answer).
+    requireJobIds([id], 'arguments');
     const { interval } = parseWith(optionsSchema, options, 'fleetwise logs options');
     const client = FleetwiseClient.fromOptions(options);
     const write = (text: string): void => void process.stdout.write(text);

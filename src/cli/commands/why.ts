@@ -3,6 +3,7 @@ import { ValidationError } from '../../core/validation.js';
 import { z } from 'zod';
 import { FleetwiseClient } from '../client.js';
 import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
+import { requireJobIds } from '../job-id-arguments.js';
 import type { WhyResponse } from '../api-responses.js';
 import { formatTable, formatTime, printJson } from '../table.js';
 import { formatDuration } from '../work-estimate.js';
@@ -300,6 +301,8 @@ export function registerWhy(program: Command): void {
       .option('--limit <n>', `at most this many decisions, newest first (at most ${MAX_WHY_DECISIONS})`, '10')
       .option('--json', 'print the decision records as JSON'),
   ).action(async (id: string, options: WhyOptions) => {
+    // Refused here as bad input, as cancel and wait refuse it, rather than as the controller's 404 (or no answer).
+    requireJobIds([id], 'arguments');
     const limit = Number(options.limit ?? '10');
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_WHY_DECISIONS)
       throw new ValidationError('--limit', [
