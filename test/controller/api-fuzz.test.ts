@@ -17,6 +17,7 @@ import {
 } from '../helpers/api-fuzz-requests.js';
 import { ensureBuiltCli } from '../helpers/built-cli.js';
 import {
+  CONTROLLER_START_TIMEOUT_MS,
   killLocalLeftovers,
   LOCAL_ADMIN_TOKEN,
   startLocalController,
@@ -42,8 +43,13 @@ import { craftTar } from '../helpers/tar.js';
 
 const RUNS = Number(process.env['FUZZ_RUNS'] ?? 300);
 const SEED = Number(process.env['FUZZ_SEED'] ?? 20_261_205);
-/** A request the controller takes longer than this to answer counts as a hang (a blocked event loop). */
-const ANSWER_TIMEOUT_MS = 10_000;
+/**
+ * A request the controller has not answered (or a connection it has not closed) after this long is hung: one it never
+ * answers, or an event loop held far beyond any load. It bounds the test's time only, not the controller's speed: on
+ * a loaded 2-core host a healthy controller has answered seconds late, and the speed of a slow path is for a test
+ * that times it against a baseline of the same run (job-spec-repeated-keys.test.ts).
+ */
+const HANG_DEADLINE_MS = 60_000;
 const TEAM = 'fuzz';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-api-fuzz-'));
@@ -81,7 +87,7 @@ async function send(request: FuzzRequest): Promise<RawAnswer | undefined> {
         },
         ...(request.body === undefined ? {} : { body: request.body }),
       },
-      ANSWER_TIMEOUT_MS,
+      HANG_DEADLINE_MS,
     );
   } catch (e) {
     // Node's client refuses some targets outright (bytes no path may hold): nothing reached the controller.
@@ -151,12 +157,18 @@ function checkAnswer(request: FuzzRequest, answer: RawAnswer): void {
     ).toBe(true);
 }
 
+/** The controller still runs and serves: /healthz answers 200 (its control loop neither stuck nor failing). */
 async function healthy(): Promise<void> {
-  expect(ctl.process.exitCode, ctl.diagnostics()).toBeNull();
-  const started = Date.now();
-  const answer = await sendRequest(ctl.url, { method: 'GET', target: '/healthz', headers: {} }, 5_000);
+  // Killed by a signal, a process has no exit code: its signal says it ended.
+  const ended = (): unknown => ({ exitCode: ctl.process.exitCode, signal: ctl.process.signalCode });
+  expect(ended(), ctl.diagnostics()).toEqual({ exitCode: null, signal: null });
+  const answer = await sendRequest(
+    ctl.url,
+    { method: 'GET', target: '/healthz', headers: {} },
+    HANG_DEADLINE_MS,
+  );
   expect(answer.status, answer.text).toBe(200);
-  expect(Date.now() - started).toBeLessThan(5_000);
+  expect(ended(), ctl.diagnostics()).toEqual({ exitCode: null, signal: null });
 }
 
 /** Registered instance with a placed task, written to the controller's store from here. */
@@ -188,8 +200,11 @@ function seedWorker(
   }
 }
 
+// A file run alone first rebuilds a stale dist/, after any rebuild another file holds the lock for: on a busy host
+// that takes minutes, so in a hook of its own, out of the setup's time.
+beforeAll(() => ensureBuiltCli(), 300_000);
+
 beforeAll(async () => {
-  ensureBuiltCli();
   const stateDir = join(scratch, 'state');
   ctl = await startLocalController(stateDir, { args: ['--dry-run'] });
   document = (await admin('GET', '/openapi.json')) as JsonSchema;
@@ -267,7 +282,8 @@ beforeAll(async () => {
     },
     archives: [new Uint8Array(tar), new Uint8Array(await import('node:zlib').then((z) => z.gzipSync(tar)))],
   };
-}, 120_000);
+  // The start's own deadline (its error says what the controller printed), then the setup's requests.
+}, CONTROLLER_START_TIMEOUT_MS + HANG_DEADLINE_MS);
 
 afterAll(async () => {
   if (ctl !== undefined && ctl.process.exitCode === null) {
@@ -389,7 +405,7 @@ describe('controller API fuzzed over a real socket', () => {
     const seen = new Map<number, number>();
     await fc.assert(
       fc.asyncProperty(fc.oneof(structured, fc.uint8Array({ maxLength: 2048 })), async (bytes) => {
-        const statuses = await sendRawBytes(ctl.url, bytes, 3_000);
+        const statuses = await sendRawBytes(ctl.url, bytes, HANG_DEADLINE_MS);
         for (const status of statuses) seen.set(status, (seen.get(status) ?? 0) + 1);
         for (const status of statuses)
           expect(

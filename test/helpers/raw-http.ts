@@ -76,8 +76,9 @@ export function sendRequest(
 }
 
 /**
- * Write `bytes` to a fresh connection, half-close it, and read until the server closes it or `timeoutMs` passes.
- * Answers the status code of every response the server wrote (a pipelined stream may get several), in order.
+ * Write `bytes` to a fresh connection, half-close it, and read until the server closes it. Answers the status code of
+ * every response the server wrote (a pipelined stream may get several), in order. Once the client has sent all it
+ * will, the server has nothing left to wait for: a connection still open after `timeoutMs` is refused as hung.
  */
 export function sendRawBytes(url: string, bytes: Uint8Array, timeoutMs: number): Promise<number[]> {
   const { hostname, port } = new URL(url);
@@ -92,7 +93,11 @@ export function sendRawBytes(url: string, bytes: Uint8Array, timeoutMs: number):
       ].map((m) => Number(m[1]));
     const timer = setTimeout(() => {
       socket.destroy();
-      resolve(statuses());
+      reject(
+        new Error(
+          `the server kept the connection open for ${timeoutMs} ms, answering ${statuses().join(', ') || 'nothing'}`,
+        ),
+      );
     }, timeoutMs);
     socket.on('data', (c: Buffer) => chunks.push(c));
     socket.once('error', (e: NodeJS.ErrnoException) => {
