@@ -6,6 +6,7 @@ import { checkSpecFile } from '../../src/cli/commands/submit.js';
 import { ValidationError } from '../../src/core/validation.js';
 import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 import { UNREACHABLE_URL } from '../helpers/unreachable-url.js';
+import { leastMs } from '../helpers/least-ms.js';
 
 /**
  * How `fleetwise submit` reads a spec file before sending it: as the controller reads spec text, once, in time linear
@@ -57,25 +58,6 @@ function wideSpec(keys: number): WideSpec {
     accepted: file(`wide-${keys}.yaml`, yaml),
     repeated: file(`repeat-${keys}.yaml`, `${yaml}  k0: 2\n`),
   };
-}
-
-/**
- * The least time of `rounds` runs of each check, run in turns. Other work on the host only ever adds to a run, so
- * the least is the nearest to the check's own time, and the turns spread a busy spell over every check.
- */
-async function leastMs<K extends string>(
-  checks: Record<K, () => Promise<void>>,
-  rounds: number,
-): Promise<Record<K, number>> {
-  const entries = Object.entries(checks) as [K, () => Promise<void>][];
-  const least = Object.fromEntries(entries.map(([name]) => [name, Infinity])) as Record<K, number>;
-  for (let round = 0; round < rounds; round++)
-    for (const [name, check] of entries) {
-      const start = performance.now();
-      await check();
-      least[name] = Math.min(least[name], performance.now() - start);
-    }
-  return least;
 }
 
 describe('a spec file of many keys', () => {
