@@ -346,11 +346,18 @@ function worldJob(
 ): WorldJob {
   const onKnown = (id: string | undefined): string | undefined =>
     id !== undefined && known.has(id) ? id : undefined;
+  // Back in the queue with tasks still on their instances (a sibling's instance was lost): they stop before the job
+  // is placed again, and its tasks off any instance count as stopped, as the world requeues a job once all have.
+  const survivorsStop =
+    job.state === 'queued' &&
+    tasks.some(
+      (t) => (t.state === 'running' || t.state === 'checkpointing') && onKnown(t.instanceId) !== undefined,
+    );
   const worldTasks: WorldTask[] = tasks.map((t, i) => {
     const traceTask = spec.tasks[i] as TraceTask;
     const destination = onKnown(pendingStarts.get(t.id));
     const placed = onKnown(t.instanceId);
-    const idle: SimTaskState = t.lastCheckpointKey === undefined ? 'queued' : 'stopped';
+    const idle: SimTaskState = t.lastCheckpointKey === undefined && !survivorsStop ? 'queued' : 'stopped';
     // Being prepared on `on` (checkpoint, image): launched after its fetch, counted from its start.
     const launching = (on: string): WorldTask => {
       events.push({
@@ -369,6 +376,20 @@ function worldJob(
         // Running, but not yet known prepared: still launching, as a starting task is.
         if (job.state === 'running' && preparedAt === undefined && placed !== undefined)
           return launching(placed);
+        // Its job is back in the queue (a sibling's instance was lost) while it works on: the round that places the
+        // job again checkpoint-stops it first (plan-intents.ts), so it is as good as stopping. Headed where its start
+        // points (in place too), else nowhere yet: the job goes back to the queue once it has stopped.
+        if (placed !== undefined && survivorsStop)
+          return destination === undefined
+            ? { name: t.name, state: 'running', occupyingInstanceId: placed, pendingStop: true }
+            : {
+                name: t.name,
+                state: 'running',
+                committedInstanceId: destination,
+                occupyingInstanceId: placed,
+                pendingStart: true,
+                pendingStop: true,
+              };
         // A move waiting for its new instances (make before break): working here, headed there.
         if (placed !== undefined && destination !== undefined && destination !== placed)
           return {
@@ -412,12 +433,13 @@ function worldJob(
       activeSinceSeconds = since + init;
     } else events.push({ kind: 'job-active', timeSeconds: since + init, jobId: job.id, token: 0 });
   }
-  const migrating = job.state === 'migrating';
+  // Stopping: moving, or back in the queue with tasks still to stop.
+  const stopping = job.state === 'migrating' || survivorsStop;
   return {
     spec,
     status,
     // A move with nowhere to restart (no pending start) sends the job back to the queue.
-    requeueAfterStop: migrating && worldTasks.every((t) => t.committedInstanceId === undefined),
+    requeueAfterStop: stopping && worldTasks.every((t) => t.committedInstanceId === undefined),
     active,
     ...(activeSinceSeconds === undefined ? {} : { activeSinceSeconds }),
     completedIterations: completed,

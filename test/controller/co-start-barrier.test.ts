@@ -143,6 +143,21 @@ function beat(h: Harness, instanceId: string, tasks: TaskReport[] = []): Desired
 
 const ready = (taskId: string): TaskReport => ({ taskId, state: 'ready', attempt: 1 });
 const running = (taskId: string): TaskReport => ({ taskId, state: 'running', attempt: 1 });
+/** The task exited 0 `secondsAgo` (a held task reports so when its exit was stored where it ran before). */
+const succeeded = (taskId: string, secondsAgo: number): TaskReport => ({
+  taskId,
+  state: 'succeeded',
+  attempt: 1,
+  exitCode: 0,
+  exitedSecondsAgo: secondsAgo,
+});
+
+/** When the task's state last changed, as the store's log dates it. */
+function lastTaskChangeAt(h: Harness, taskId: string): number | undefined {
+  const jobId = h.r.store.getTask(taskId)?.jobId;
+  return h.r.store.listEvents({ jobId, taskId, kind: 'task.state', newestFirst: true, limit: 1 })[0]
+    ?.atSeconds;
+}
 
 /** The readiness the job's co-start record holds (an object matches `{}` in toMatchObject: compared whole here). */
 function readyIn(h: Harness, jobId: string): unknown {
@@ -363,6 +378,47 @@ describe('co-start barrier in the controller', () => {
     const retried = h.r.store.getJob(job.id);
     expect(retried).toMatchObject({ state: 'queued', attempts: 2 });
     expect(h.r.store.listTasks({ jobId: job.id }).map((t) => t.state)).toEqual(['pending', 'pending']);
+  });
+
+  it('settles a held task found already succeeded, dated at its exit, and releases its sibling', async () => {
+    const h = harness();
+    const { jobId, on } = await placedGang(h);
+    const [t0, t1] = [`${jobId}.0`, `${jobId}.1`];
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    h.r.clock.advance(30);
+    // t1 exited where it ran before, its worker lost before it said so; restarted here it is not run again, and
+    // its worker reports the stored exit (worker/task-start.ts) while it is held.
+    beat(h, on.get(t0) as string, [ready(t0)]);
+    beat(h, on.get(t1) as string, [succeeded(t1, 10)]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getTask(t1)?.state).toBe('succeeded');
+    expect(lastTaskChangeAt(h, t1)).toBe(h.r.clock.nowSeconds() - 10);
+    // Its start is done, not left to time out; its sibling, the last one unready, is released on its own.
+    expect(h.r.store.listIntents({ states: ['pending'], kind: 'start-task' })).toEqual([]);
+    expect(h.r.store.getTask(t0)?.state).toBe('running');
+    expect(h.r.store.getJob(jobId)?.state).toBe('running');
+    expect(beat(h, on.get(t0) as string, [ready(t0)]).find((d) => d.taskId === t0)?.hold).toBeUndefined();
+    // No re-plan follows at the co-start timeout, and the job ends when t0 does.
+    h.r.clock.advance(TIMEOUT);
+    beat(h, on.get(t0) as string, [succeeded(t0, 0)]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.getJob(jobId)?.state).toBe('succeeded');
+    expect(h.r.store.listEvents({ jobId }).some((e) => e.message?.includes('planned again'))).toBe(false);
+  });
+
+  it('ends the job when every held task is found already succeeded, when the last exited', async () => {
+    const h = harness();
+    const { jobId, on } = await placedGang(h);
+    const [t0, t1] = [`${jobId}.0`, `${jobId}.1`];
+    h.r.clock.advance(60);
+    beat(h, on.get(t0) as string, [succeeded(t0, 40)]);
+    beat(h, on.get(t1) as string, [succeeded(t1, 20)]);
+    await h.r.controller.reconcile();
+    expect(h.r.store.listTasks({ jobId }).map((t) => t.state)).toEqual(['succeeded', 'succeeded']);
+    const job = h.r.store.getJob(jobId);
+    expect(job?.state).toBe('succeeded');
+    expect(job?.finishedAtSeconds).toBe(h.r.clock.nowSeconds() - 20);
+    expect(h.r.store.listIntents({ states: ['pending'], kind: 'start-task' })).toEqual([]);
   });
 
   it('counts the hold of a sibling held when a retry ends its start as idle, not the job’s, and in /metrics', async () => {

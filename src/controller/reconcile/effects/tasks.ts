@@ -388,10 +388,19 @@ interface HeldStart {
  * the timeout is planned again: its starts fail, its tasks go back to pending and the next round places it anew.
  * Returns the tasks released.
  */
-async function coStart(ctx: ReconcileContext, jobId: string, gang: readonly HeldStart[]): Promise<string[]> {
+async function coStart(
+  ctx: ReconcileContext,
+  jobId: string,
+  opened: readonly HeldStart[],
+): Promise<string[]> {
+  const before = ctx.store.getJob(jobId);
+  if (before === undefined || isFinalJobState(before.state)) return [];
+  const settled = await heldTasksEnded(ctx, before);
+  if (settled === 'failed') return [];
+  // A task found done is off the barrier (and its start over): the rest go on, unless that ended the job.
   const job = ctx.store.getJob(jobId);
-  if (job === undefined || isFinalJobState(job.state)) return [];
-  if (await heldTaskFailed(ctx, job)) return [];
+  const gang = opened.filter((g) => !settled.has(g.task.id));
+  if (job === undefined || isFinalJobState(job.state) || gang.length === 0) return [];
   const tasks = ctx.store.listTasks({ jobId });
   const waiting = new Set(gang.map((g) => g.task.id));
   // A task neither running (or done) nor with an open start: the gang waits for it before any task prepares.
@@ -462,19 +471,27 @@ async function coStart(ctx: ReconcileContext, jobId: string, gang: readonly Held
 }
 
 /**
- * A held task that could not be prepared (its image, build context or checkpoint failed) fails its job as a started
- * task would: the job is retried under its retryStrategy or fails (or, its instance's host at fault, is queued again
- * without using an attempt: host-faults.ts), and its siblings are let go. Polling reads only
+ * Held tasks whose workers reported them ended. A held task that could not be prepared (its image, build context or
+ * checkpoint failed) fails its job as a started task would: the job is retried under its retryStrategy or fails (or,
+ * its instance's host at fault, is queued again without using an attempt: host-faults.ts), and its siblings are let
+ * go. A held task found to have succeeded already (its exit was stored where it ran before, and it is not run again:
+ * worker/task-start.ts) is settled as a started task that succeeded (`heldTaskSucceeded`). Polling reads only
  * running tasks, and a held task stays `starting` until the release, so without this the barrier would only time
- * out, and the job be planned again, prepared and fail, for ever. Asked before the starts are repeated, which
- * clear what the task control knows of the failure. Answers whether one failed.
+ * out, and the job be planned again, prepared and end the same way, for ever. Asked before the starts are repeated,
+ * which clear what the task control knows of the end. Answers 'failed' when one failed, else the tasks settled.
  */
-async function heldTaskFailed(ctx: ReconcileContext, job: JobRecord): Promise<boolean> {
+async function heldTasksEnded(ctx: ReconcileContext, job: JobRecord): Promise<'failed' | Set<string>> {
+  const settled = new Set<string>();
   for (const task of ctx.store.listTasks({ jobId: job.id })) {
     if (task.state !== 'starting' || task.instanceId === undefined) continue;
     const instanceId = task.instanceId;
     const instance = ctx.store.getInstance(instanceId);
-    if (instance === undefined || (await ctx.deps.tasks.status(task, instance)) !== 'failed') continue;
+    const status = instance === undefined ? undefined : await ctx.deps.tasks.status(task, instance);
+    if (status === 'succeeded') {
+      if (heldTaskSucceeded(ctx, task, instanceId)) settled.add(task.id);
+      continue;
+    }
+    if (status !== 'failed') continue;
     const outcome = ctx.store.transaction(() => {
       const still = stillStartingOn(ctx, task.id, instanceId);
       if (still === undefined) return undefined;
@@ -488,9 +505,25 @@ async function heldTaskFailed(ctx: ReconcileContext, job: JobRecord): Promise<bo
     });
     if (outcome === undefined) continue;
     announce(ctx, outcome);
-    return true;
+    return 'failed';
   }
-  return false;
+  return settled;
+}
+
+/**
+ * A held task whose worker found it succeeded: its start is done (as a one-task job's completes once asked for), and
+ * it ends as polling ends a running task that succeeded (`taskEnded`), dated at its reported exit. Answers whether it
+ * was settled.
+ */
+function heldTaskSucceeded(ctx: ReconcileContext, task: TaskRecord, instanceId: string): boolean {
+  const ended = ctx.store.transaction(() => {
+    if (stillStartingOn(ctx, task.id, instanceId) === undefined) return undefined;
+    for (const start of ctx.pendingStartsOf(new Set([task.id]))) ctx.store.completeIntent(start.id);
+    return taskEnded(ctx, task, instanceId, 'starting', 'succeeded');
+  });
+  if (ended === undefined) return false;
+  if (ended.outcome !== undefined) announce(ctx, ended.outcome);
+  return true;
 }
 
 /** Tasks of a multi-task job (re)started without a hold: their start metrics are measured again. */
@@ -512,7 +545,7 @@ function restartMeasure(ctx: ReconcileContext, job: JobRecord, taskIds: readonly
  * room.
  */
 export async function pollTaskStatuses(ctx: ReconcileContext): Promise<number> {
-  let ended = 0;
+  let endedCount = 0;
   const slices = new Slices(ctx.store);
   const instances = new Map<string, InstanceRecord | undefined>(); // read once per pass
   const heard = new Map<string, string>(); // task heard running → the instance it runs on
@@ -534,39 +567,65 @@ export async function pollTaskStatuses(ctx: ReconcileContext): Promise<number> {
     }
     if (status !== 'succeeded' && status !== 'failed') continue;
     slices.defer(() => {
-      const job = ctx.store.getJob(task.jobId) as JobRecord;
-      const current = ctx.store.getTask(task.id) as TaskRecord;
-      // Ended, or moved off, while the pass let the API in.
-      if (isFinalJobState(job.state) || current.state !== 'running' || current.instanceId !== instanceId)
-        return undefined;
-      // Ended when it exited, which a controller that was down hears only now (task-exit-times.ts).
-      const exitedAt = reportedExitAt(ctx.store, ctx.deps.tasks, current, ctx.deps.clock.nowSeconds());
-      ctx.store.setTaskState(task.id, status, undefined, { atSeconds: exitedAt });
-      ended += 1;
-      const all = ctx.store.listTasks({ jobId: job.id });
-      if (status === 'succeeded')
-        // Done with its part while its job was moving: it needs no start at the job's new place.
-        for (const start of ctx.pendingStartsOf(new Set([task.id])))
-          ctx.store.failIntent(start.id, `task ${task.id} succeeded`);
-      const outcome: JobOutcome | undefined =
-        status === 'failed'
-          ? taskFailed(ctx, job, task, exitedAt)
-          : all.every((t) => t.state === 'succeeded')
-            ? outcomeOf(
-                ctx.store.setJobState(job.id, 'succeeded', undefined, {
-                  atSeconds: lastEndOf(ctx.store, all),
-                }),
-              )
-            : undefined;
-      // Ended: a move of it kept to count never will be (its stops, if any, find no task to stop).
-      if (outcome !== undefined && isFinalJobState(outcome.job.state)) endMoveToCount(ctx, job.id);
-      if (outcome === undefined && status === 'succeeded')
-        settleJob(ctx, job.id, `task ${task.id} succeeded`);
-      if (outcome === undefined) return undefined;
-      return () => announce(ctx, outcome);
+      const ended = taskEnded(ctx, task, instanceId, 'running', status);
+      if (ended === undefined) return undefined;
+      endedCount += 1;
+      const outcome = ended.outcome;
+      return outcome === undefined ? undefined : () => announce(ctx, outcome);
     });
   }
   slices.commit();
   notePreparedJobs(ctx, heardJobs, heard);
-  return ended;
+  return endedCount;
+}
+
+/**
+ * A task its worker reported ended (`status`), in a transaction: when it is still `from` on `instanceId` and its job
+ * has not ended, it ends, dated at its exit (task-exit-times.ts), and with it maybe its job (every task succeeded) or
+ * its attempt (taskFailed); a success while its siblings work on settles the job. Answers undefined when nothing
+ * ended, else what its job's end or retry asks for once committed (`announce`), if anything.
+ */
+function taskEnded(
+  ctx: ReconcileContext,
+  task: TaskRecord,
+  instanceId: string | undefined,
+  from: 'running' | 'starting',
+  status: 'succeeded' | 'failed',
+): { readonly outcome: JobOutcome | undefined } | undefined {
+  const job = ctx.store.getJob(task.jobId) as JobRecord;
+  const current = ctx.store.getTask(task.id) as TaskRecord;
+  // Ended, or moved off, while the pass let the API in.
+  if (isFinalJobState(job.state) || current.state !== from || current.instanceId !== instanceId)
+    return undefined;
+  // Ended when it exited, which a controller that was down hears only now (task-exit-times.ts).
+  const exitedAt = reportedExitAt(ctx.store, ctx.deps.tasks, current, ctx.deps.clock.nowSeconds());
+  ctx.store.setTaskState(task.id, status, undefined, { atSeconds: exitedAt });
+  const all = ctx.store.listTasks({ jobId: job.id });
+  if (status === 'succeeded')
+    // Done with its part while its job was moving: it needs no start at the job's new place.
+    for (const start of ctx.pendingStartsOf(new Set([task.id])))
+      ctx.store.failIntent(start.id, `task ${task.id} succeeded`);
+  const outcome: JobOutcome | undefined =
+    status === 'failed'
+      ? taskFailed(ctx, job, task, exitedAt)
+      : all.every((t) => t.state === 'succeeded')
+        ? outcomeOf(jobSucceeded(ctx, job, all))
+        : undefined;
+  // Ended: a move of it kept to count never will be (its stops, if any, find no task to stop).
+  if (outcome !== undefined && isFinalJobState(outcome.job.state)) endMoveToCount(ctx, job.id);
+  if (outcome === undefined && status === 'succeeded') settleJob(ctx, job.id, `task ${task.id} succeeded`);
+  return { outcome };
+}
+
+/**
+ * The job all of whose tasks succeeded ends so, when its last task did. One still starting (its last task found done
+ * as it was held, its siblings done before) ran all the same: it ends through `running`, as the lifecycle has it,
+ * dated at that end too (its start is not the controller finding it done).
+ */
+function jobSucceeded(ctx: ReconcileContext, job: JobRecord, tasks: readonly TaskRecord[]): JobRecord {
+  const at = { atSeconds: lastEndOf(ctx.store, tasks) };
+  const why = 'every task succeeded';
+  if (job.state === 'queued') ctx.store.setJobState(job.id, 'starting', why);
+  if (job.state === 'queued' || job.state === 'starting') ctx.store.setJobState(job.id, 'running', why, at);
+  return ctx.store.setJobState(job.id, 'succeeded', undefined, at);
 }
