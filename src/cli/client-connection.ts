@@ -17,6 +17,11 @@ export const TOKEN_ENV = 'FLEETWISE_TOKEN';
 export interface ConnectionOptions {
   readonly server?: string | undefined;
   readonly token?: string | undefined;
+  /**
+   * The command's --json: a local state passed over is not told on stderr, which holds only the error (one JSON
+   * object); an error for want of an address or a token names it.
+   */
+  readonly json?: boolean | undefined;
 }
 
 /** `--server` and `--token` on a command (falling back to FLEETWISE_SERVER and FLEETWISE_TOKEN). */
@@ -110,7 +115,10 @@ export function resolveConnection(
         `${LOCAL_STATE_DIR}/; to use that controller with its admin token, give no token)`,
     ]);
   const ignored: string[] = [];
-  const local = findLocalController(cwd, undefined, ignored);
+  const local = findLocalController(cwd, options.json === true ? () => undefined : undefined, ignored);
+  const passedOver =
+    'the local controller state found was not used, as another user could have written it: ' +
+    ignored.join('; ');
   const localToken = (token: string, stateDir: string): string => {
     requireSendableToken(token, join(stateDir, ADMIN_TOKEN_FILE));
     return token;
@@ -123,9 +131,9 @@ export function resolveConnection(
         tokenFile: join(local.stateDir, ADMIN_TOKEN_FILE),
       };
     throw new Error(
-      local === undefined
-        ? `no API token: pass --token TOKEN or set ${TOKEN_ENV}`
-        : `no API token: pass --token TOKEN or set ${TOKEN_ENV} (${local.stateDir} has no admin token for ${server})`,
+      `no API token: pass --token TOKEN or set ${TOKEN_ENV}` +
+        (local === undefined ? '' : ` (${local.stateDir} has no admin token for ${server})`) +
+        (ignored.length === 0 ? '' : `; ${passedOver}`),
     );
   }
   if (local === undefined)
@@ -133,8 +141,7 @@ export function resolveConnection(
       `no controller address: pass --server URL or set ${SERVER_ENV} (e.g. http://${LOCAL_DEFAULT_LISTEN}); ` +
         (ignored.length === 0
           ? `no local controller state (${LOCAL_STATE_DIR}/) here or in a parent directory`
-          : `the local controller state found was not used, as another user could have written it: ` +
-            `${ignored.join('; ')}; make it yours and writable by you alone (chmod 700) or pass --server`),
+          : `${passedOver}; make it yours and writable by you alone (chmod 700) or pass --server`),
     );
   if (local.token === undefined)
     throw new Error(

@@ -126,8 +126,9 @@ describe('fleetwise client commands (CLI subprocess)', () => {
       spec,
       'name: built\ntasks:\n  - build: ./ctx\n    command: [/run.sh]\n    demand: [0, 1, 1]\n',
     );
+    // Under --json stderr holds only an error: the upload is seen in the stored copy the job's spec points at.
     const result = await cli(['submit', spec, '--json']);
-    expect(result.stderr).toMatch(/uploaded build context .*ctx \(3 files/);
+    expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
     const { id } = JSON.parse(result.stdout) as { id: string };
     const stored = service.store.getJob(id)?.spec.tasks[0]?.build?.context ?? '';
@@ -136,6 +137,13 @@ describe('fleetwise client commands (CLI subprocess)', () => {
     expect(tar).toContain('run.sh');
     expect(tar).toContain('FROM busybox');
     expect(tar).not.toContain('secret.env');
+
+    // Text mode tells the upload on stderr (a dry run uploads as a submission does).
+    const text = await cli(['submit', spec, '--dry-run']);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stderr).toMatch(
+      /^uploaded build context .*ctx \(3 files, \d+ bytes\) as contexts\/[0-9a-f]{64}/m,
+    );
   });
 
   it('jobs lists the work still to end and what ended in the window, says what it left out, and --all lists all', async () => {
@@ -216,7 +224,6 @@ describe('fleetwise client commands (CLI subprocess)', () => {
     writeFileSync(noTeam, 'name: x\ntasks:\n  - image: busybox\n    demand: [0, 1, 1]\n');
     for (const args of [
       ['jobs', '--ended-since', 'last-week'],
-      ['jobs', '--state', 'bogus'],
       // This test's controller checks dependencies in dry runs only (a real one checks submissions too).
       ['submit', join(EXAMPLES, 'resnet.yaml'), '--depends-on', 'job-999999', '--dry-run'],
       ['submit', noTeam, '--json'],
@@ -226,6 +233,10 @@ describe('fleetwise client commands (CLI subprocess)', () => {
       expect(refused.stderr, args.join(' ')).toMatch(/answered 400/);
       expect(refused.stdout).toBe('');
     }
+    // A state the client knows is none is refused before anything is asked, naming the flag, as bad input too.
+    const state = await cli(['jobs', '--state', 'bogus'], ADMIN_TOKEN);
+    expect(state.code).toBe(2);
+    expect(state.stderr).toMatch(/^fleetwise: invalid input: --state\n {2}- "bogus": not a job state/);
     // A token the controller does not take is not bad input to the command.
     expect((await cli(['jobs'], 'wrong-token-0123456789abcdef')).code).toBe(1);
   });

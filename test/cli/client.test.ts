@@ -153,9 +153,14 @@ describe('client commands (in-process)', () => {
     service.store.setJobState(b.id, 'starting');
     const queued = await run(['jobs', '--state', 'queued', '--json']);
     expect((JSON.parse(queued.stdout) as { id: string }[]).map((j) => j.id)).toEqual([a.id]);
+    // Checked by the client, naming the flag and the value.
     const badState = await run(['jobs', '--state', 'sleeping']);
-    expect(badState.error).toBeInstanceOf(ApiError);
-    expect((badState.error as ApiError).details[0]).toMatch(/^state\.0: expected one of queued/);
+    expect(badState.error).toBeInstanceOf(ValidationError);
+    expect((badState.error as ValidationError).source).toBe('--state');
+    expect((badState.error as ValidationError).problems).toEqual([
+      '"sleeping": not a job state; expected one of queued, starting, running, migrating, succeeded, failed, ' +
+        'cancelled, unsuccessful',
+    ]);
 
     const job = await run(['job', a.id]);
     expect(job.stdout).toMatch(

@@ -45,12 +45,8 @@ describe('npm start, then the client (CLI subprocesses)', () => {
 
     // A dry run against the real controller: the reservation-price type, its $/h, and a predicted ETA.
     const dry = await runCli(['submit', COUNTER, '--dry-run', '--json'], bareEnv(), { cwd: scratch });
-    // Only what a submission would be told (without Docker: how the process executor runs it), and its build context
-    // uploaded first, as a submission's is, so the controller checks it.
-    const told = dry.stderr.split('\n').filter((l) => l !== '');
-    expect(told.filter((l) => l.startsWith('uploaded build context '))).toHaveLength(1);
-    for (const line of told.filter((l) => !l.startsWith('uploaded build context ')))
-      expect(line).toMatch(/^warning: .*counter\.yaml: task counter: /);
+    // Under --json stderr holds only an error: what a submission would be told is in the view's warnings.
+    expect(dry.stderr).toBe('');
     const view = JSON.parse(dry.stdout) as {
       tasks: { instanceType: string; costPerHour: number }[];
       eta: { completionSeconds: number | null } | null;
@@ -58,6 +54,14 @@ describe('npm start, then the client (CLI subprocesses)', () => {
     expect(view.tasks[0]?.instanceType).toMatch(/\./);
     expect(view.tasks[0]?.costPerHour).toBeGreaterThan(0);
     expect(view.eta?.completionSeconds).toBeGreaterThan(Date.now() / 1000 - 5);
+    // In text, only what a submission would be told (without Docker: how the process executor runs it), and its
+    // build context uploaded first, as a submission's is, so the controller checks it.
+    const text = await runCli(['submit', COUNTER, '--dry-run'], bareEnv(), { cwd: scratch });
+    expect(text.code, text.stderr).toBe(0);
+    const told = text.stderr.split('\n').filter((l) => l !== '');
+    expect(told.filter((l) => l.startsWith('uploaded build context '))).toHaveLength(1);
+    for (const line of told.filter((l) => !l.startsWith('uploaded build context ')))
+      expect(line).toMatch(/^warning: .*counter\.yaml: task counter: /);
     expect(
       (JSON.parse((await runCli(['jobs', '--json'], bareEnv(), { cwd: scratch })).stdout) as []).length,
     ).toBe(1);

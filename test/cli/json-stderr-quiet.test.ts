@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -16,9 +16,12 @@ import {
  * Under --json stderr holds only the error a command ends with (one JSON object): what text mode tells on stderr
  * along the way is left out there. submit's warnings are its lines' `warnings` (a dry run's, its view's), `wait
  * --json` and `jobs --watch --json` wait through a controller gone a while unsaid, the watch ending with the error on
- * any other failure, and `submit -` typed at a terminal is not prompted for on a stderr a script reads. Text mode
- * tells each as before. The built CLI in a subprocess against a real local controller (process executor), reached
- * through an HTTP proxy that drops every request for a while, as a controller restarting is seen from the client.
+ * any other failure, and `submit -` typed at a terminal is not prompted for on a stderr a script reads; resubmit's
+ * notes and a local state passed over are not told either (an error for want of an address or token names it). And
+ * stdout stays empty when the command fails: a dry run of several files prints its views once every file passed,
+ * and `jobs --state` is checked before anything is asked. Text mode tells each as before. The built CLI in a
+ * subprocess against a real local controller (process executor), reached through an HTTP proxy that drops every
+ * request for a while, as a controller restarting is seen from the client.
  */
 
 const controller = oneLocalController('fleetwise-json-quiet-');
@@ -385,4 +388,244 @@ describe('jobs --watch --json', () => {
     expect(e).toMatchObject({ status: 401, reason: 'invalid or revoked token' });
     for (const line of lines(watch.out.stdout)) expect(Array.isArray(JSON.parse(line))).toBe(true);
   }, 120_000);
+});
+
+/** The lines of `submit --dry-run --json` or `resubmit --json`, each a JSON object. */
+function jsonLines<T>(stdout: string): T[] {
+  return lines(stdout).map((l) => JSON.parse(l) as T);
+}
+
+describe('submit --dry-run --json of several files', () => {
+  it('prints the views once every file passed: one refused leaves stdout empty; text prints as it goes', async () => {
+    const ok = specFile('dry-ok', ['true']);
+    const next = specFile('dry-next', ['true']);
+    // Only the controller knows no such job exists.
+    const waits = join(controller.scratch, 'dry-waits.yaml');
+    writeFileSync(
+      waits,
+      [
+        'name: dry-waits',
+        'team: examples',
+        'dependsOn: [job-999999]',
+        'tasks:',
+        '  - command: ["true"]',
+        '    demand: {any: [0, 0.25, 0.5]}',
+        '',
+      ].join('\n'),
+    );
+    const before = ((await ctl.api('GET', '/v1/jobs?limit=1000')).json as { jobs: unknown[] }).jobs.length;
+
+    const refused = await cli(['submit', '--dry-run', '--json', ok, waits]);
+    expect(refused.code, refused.stderr).toBe(2);
+    expect(refused.stdout).toBe('');
+    const e = jsonError(refused.stderr);
+    expect(e.error.startsWith(`${waits}: `), e.error).toBe(true);
+    expect(JSON.stringify(e)).toContain('job-999999');
+
+    // Text prints each file's view as it is checked, then the error.
+    const text = await cli(['submit', '--dry-run', ok, waits]);
+    expect(text.code).toBe(2);
+    expect(text.stdout).toContain(ok);
+    expect(text.stdout).not.toContain(waits);
+    expect(text.stderr).toContain(`fleetwise: ${waits}: `);
+
+    const both = await cli(['submit', '--dry-run', '--json', ok, next]);
+    expect(both.code, both.stderr).toBe(0);
+    expect(both.stderr).toBe('');
+    const views = jsonLines<{ dryRun: boolean; name: string }>(both.stdout);
+    expect(views.map((v) => [v.dryRun, v.name])).toEqual([
+      [true, 'dry-ok'],
+      [true, 'dry-next'],
+    ]);
+    // A dry run submits nothing.
+    const after = ((await ctl.api('GET', '/v1/jobs?limit=1000')).json as { jobs: unknown[] }).jobs.length;
+    expect(after).toBe(before);
+  }, 120_000);
+});
+
+describe('jobs --state', () => {
+  const STATES = 'queued, starting, running, migrating, succeeded, failed, cancelled, unsuccessful';
+
+  it('names the flag and each value that is not a job state, asking nothing; valid states list', async () => {
+    const json = await cli(['jobs', '--state', 'bogus,running,Queued,bogus', '--json']);
+    expect(json.code).toBe(2);
+    expect(json.stdout).toBe('');
+    expect(jsonError(json.stderr)).toEqual({
+      error: 'invalid input: --state',
+      details: [
+        `"bogus": not a job state; expected one of ${STATES}`,
+        `"Queued": not a job state; expected one of ${STATES}`,
+      ],
+    });
+    // Checked before the controller is asked: one that is not there does not change the answer.
+    const unreachable = await cli(['jobs', '--state', 'bogus', '--json'], 'http://127.0.0.1:9');
+    expect(unreachable.code).toBe(2);
+    expect(jsonError(unreachable.stderr).error).toBe('invalid input: --state');
+
+    const text = await cli(['jobs', '--state', 'running,']);
+    expect(text.code).toBe(2);
+    expect(text.stderr).toBe(
+      `fleetwise: invalid input: --state\n  - "": not a job state; expected one of ${STATES}\n`,
+    );
+
+    const listed = await cli(['jobs', '--state', 'queued, running', '--json']);
+    expect(listed.code, listed.stderr).toBe(0);
+    const jobs = JSON.parse(listed.stdout) as { state: string }[];
+    for (const job of jobs) expect(['queued', 'running']).toContain(job.state);
+  }, 60_000);
+});
+
+/** A job of team examples waiting for `blocker` (so it never starts), or an array of them; its answer. */
+async function waitingJob(
+  name: string,
+  blocker: string,
+  size?: number,
+): Promise<{ id: string; arrayJobIds?: string[] }> {
+  const answer = await ctl.api('POST', '/v1/jobs', {
+    name,
+    team: 'examples',
+    dependsOn: [blocker],
+    tasks: [{ name: 'main', command: ['true'], demand: { any: [0, 0.25, 0.5] } }],
+    ...(size === undefined ? {} : { arrayProperties: { size } }),
+  });
+  expect(answer.status, answer.text).toBe(201);
+  return answer.json as { id: string; arrayJobIds?: string[] };
+}
+
+/** `spec` submitted under an idempotency key, as `fleetwise resubmit` keys a rerun; the new job's id. */
+async function keyedSubmit(spec: unknown, key: string): Promise<string> {
+  const answer = await fetch(`${ctl.url}/v1/jobs`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${LOCAL_ADMIN_TOKEN}`,
+      'content-type': 'application/json',
+      'idempotency-key': key,
+    },
+    body: JSON.stringify(spec),
+  });
+  const text = await answer.text();
+  expect(answer.status, text).toBe(201);
+  return (JSON.parse(text) as { id: string }).id;
+}
+
+interface ResubmittedLine {
+  readonly from: string;
+  readonly id: string;
+  readonly state: string;
+  readonly replayed?: boolean;
+  readonly failedBefore?: readonly string[];
+}
+
+describe('resubmit --json', () => {
+  it("an array's jobs not ended yet are left alone unsaid: its lines are what was resubmitted; text tells them", async () => {
+    const blocker = await sleeper('resubmit-blocker');
+    try {
+      const { arrayJobIds } = await waitingJob('left-alone', blocker, 2);
+      const [ended, waiting] = arrayJobIds ?? [];
+      await cancel(ended ?? '');
+      const json = await cli(['resubmit', ended ?? '', '--array', '--json']);
+      expect(json.code, json.stderr).toBe(0);
+      expect(json.stderr).toBe('');
+      const [line, ...more] = jsonLines<ResubmittedLine>(json.stdout);
+      expect(more).toEqual([]);
+      expect(line).toMatchObject({ from: ended, state: 'queued' });
+
+      // The same command in text: its rerun answered again, and the job not ended named on stderr.
+      const text = await cli(['resubmit', ended ?? '', '--array']);
+      expect(text.code, text.stderr).toBe(0);
+      expect(text.stdout).toContain(`${ended} (left-alone[0], cancelled) → ${line?.id}: queued`);
+      expect(text.stderr).toBe(`left alone, not ended yet: ${waiting}\n`);
+      await cancel(line?.id ?? '');
+      await cancel(waiting ?? '');
+    } finally {
+      await cancel(blocker);
+    }
+  }, 60_000);
+
+  it('a job whose last 100 reruns ended without succeeding: its line says so, unsaid on stderr; text tells it', async () => {
+    const blocker = await sleeper('reruns-blocker');
+    try {
+      // What `fleetwise resubmit` run 101 times, each rerun cancelled, leaves: each rerun keyed by the one before.
+      const first = (await waitingJob('rerun-often', blocker)).id;
+      await cancel(first);
+      const reruns: string[] = [];
+      for (let i = 0; i < 101; i++) {
+        const of = reruns.at(-1) ?? first;
+        const spec = ((await ctl.api('GET', `/v1/jobs/${of}`)).json as { spec: unknown }).spec;
+        const id = await keyedSubmit(spec, `resubmit/${of}`);
+        await cancel(id);
+        reruns.push(id);
+      }
+      const last = reruns.at(-1);
+      const json = await cli(['resubmit', first, '--json']);
+      expect(json.code, json.stderr).toBe(0);
+      expect(json.stderr).toBe('');
+      expect(jsonLines<ResubmittedLine>(json.stdout)).toEqual([
+        expect.objectContaining({
+          from: first,
+          id: last,
+          state: 'cancelled',
+          replayed: true,
+          failedBefore: reruns.slice(0, 100),
+        }),
+      ]);
+
+      const text = await cli(['resubmit', first]);
+      expect(text.code, text.stderr).toBe(0);
+      expect(text.stderr).toBe(
+        `${first}: its last 100 reruns ended without succeeding; not rerun again (resubmit ${last} to)\n`,
+      );
+    } finally {
+      await cancel(blocker);
+    }
+  }, 180_000);
+});
+
+describe('a local controller state passed over (another user could have written it), under --json', () => {
+  /** A `.fleetwise/` in `dir` naming `url`, with the admin token, its files mine alone; `open`: writable by all. */
+  function localState(dir: string, url: string, open = false): string {
+    const stateDir = join(dir, '.fleetwise');
+    mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+    writeFileSync(join(stateDir, 'api-url'), `${url}\n`, { mode: 0o600 });
+    writeFileSync(join(stateDir, 'admin-token'), `${LOCAL_ADMIN_TOKEN}\n`, { mode: 0o600 });
+    if (open) chmodSync(stateDir, 0o777);
+    return stateDir;
+  }
+
+  it('is not told on stderr when a state further up is used; text warns', async () => {
+    const home = join(controller.scratch, 'home');
+    localState(home, ctl.url);
+    const shared = localState(join(home, 'shared'), 'http://127.0.0.1:9', true);
+    const cwd = join(home, 'shared', 'sub');
+    mkdirSync(cwd, { recursive: true });
+    const json = await runCli(['jobs', '--json'], bareEnv(), { cwd });
+    expect(json.code, json.stderr).toBe(0);
+    expect(json.stderr).toBe('');
+    expect(Array.isArray(JSON.parse(json.stdout))).toBe(true);
+
+    const text = await runCli(['jobs'], bareEnv(), { cwd });
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stderr).toBe(
+      `fleetwise: warning: ignoring the local controller state ${shared}: ${shared} is writable by other users\n`,
+    );
+  }, 60_000);
+
+  it('an error for want of an address or a token is one JSON object naming it', async () => {
+    const alone = join(controller.scratch, 'alone');
+    const shared = localState(alone, ctl.url, true);
+    const passedOver =
+      'the local controller state found was not used, as another user could have written it: ' +
+      `${shared} (${shared} is writable by other users)`;
+    const noAddress = await runCli(['jobs', '--json'], bareEnv(), { cwd: alone });
+    expect(noAddress.code).toBe(1);
+    expect(noAddress.stdout).toBe('');
+    expect(jsonError(noAddress.stderr).error).toContain(passedOver);
+
+    const noToken = await runCli(['jobs', '--json', '--server', ctl.url], bareEnv(), { cwd: alone });
+    expect(noToken.code).toBe(1);
+    expect(noToken.stdout).toBe('');
+    expect(jsonError(noToken.stderr)).toEqual({
+      error: `no API token: pass --token TOKEN or set FLEETWISE_TOKEN; ${passedOver}`,
+    });
+  }, 60_000);
 });

@@ -223,10 +223,15 @@ it('runs the jobs of arrays that did not succeed again, each with its index, the
   );
   expect(jobCount()).toBe(before + 5);
 
-  // An array whose every job succeeded has nothing to run again: said on stderr; --json prints nothing.
+  // An array whose every job succeeded has nothing to run again: --json prints nothing, on stderr neither; text says
+  // so on stderr.
   const none = await cli(['resubmit', 'job-13', '--array', '--json']);
   expect(none.code, none.stderr).toBe(0);
   expect(none.stdout).toBe('');
-  expect(none.stderr).toContain('nothing to resubmit: no job of these arrays ended without succeeding');
+  expect(none.stderr).toBe('');
+  const noneText = await cli(['resubmit', 'job-13', '--array']);
+  expect(noneText.code, noneText.stderr).toBe(0);
+  expect(noneText.stdout).toBe('');
+  expect(noneText.stderr).toBe('nothing to resubmit: no job of these arrays ended without succeeding\n');
   expect(jobCount()).toBe(before + 5);
 });

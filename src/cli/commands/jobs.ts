@@ -3,6 +3,7 @@ import { ValidationError } from '../../core/validation.js';
 import { z } from 'zod';
 import { parseWith } from '../../core/validation.js';
 import { isFinalJobState } from '../../controller/state/lifecycle.js';
+import { JOB_STATES } from '../../controller/state-store.js';
 import { FleetwiseClient, type JobListFilter } from '../client.js';
 import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
 import type { JobSummaryResponse } from '../api-responses.js';
@@ -166,6 +167,21 @@ function arrayEta(live: readonly QueueFields[]): string {
   return ends.length < live.length ? '-' : formatTime(ends.reduce((a, b) => Math.max(a, b)));
 }
 
+/**
+ * `--state queued,running`: each a job state, checked here so a mistake names the flag and the value (the controller
+ * would refuse it too, naming only its query field).
+ */
+function stateOption(text: string): string[] {
+  const states = text.split(',').map((s) => s.trim());
+  const unknown = [...new Set(states.filter((s) => !(JOB_STATES as readonly string[]).includes(s)))];
+  if (unknown.length > 0)
+    throw new ValidationError(
+      '--state',
+      unknown.map((s) => `${JSON.stringify(s)}: not a job state; expected one of ${JOB_STATES.join(', ')}`),
+    );
+  return states;
+}
+
 export function registerJobs(program: Command): void {
   addConnectionOptions(
     program
@@ -195,11 +211,12 @@ export function registerJobs(program: Command): void {
     const { interval } = parseWith(optionsSchema, options, 'fleetwise jobs options');
     if (options.all === true && options.endedSince !== undefined)
       throw new ValidationError('--ended-since', ['--all lists every job: leave one of them out']);
+    const states = options.state === undefined ? undefined : stateOption(options.state);
     const client = FleetwiseClient.fromOptions(options);
     // A long-lived controller has ended far more jobs than it runs: without --all the listing is current work.
     const endedSince = options.all === true ? undefined : (options.endedSince ?? DEFAULT_ENDED_SINCE);
     const filter: JobListFilter = {
-      ...(options.state === undefined ? {} : { states: options.state.split(',').map((s) => s.trim()) }),
+      ...(states === undefined ? {} : { states }),
       ...(options.team === undefined ? {} : { team: options.team }),
       ...(endedSince === undefined ? {} : { endedSince }),
     };

@@ -41,9 +41,15 @@ export function registerResubmit(program: Command): void {
   ).action(async (ids: string[], options: ResubmitOptions) => {
     requireJobIds(ids, 'arguments');
     const client = FleetwiseClient.fromOptions(options);
-    const { chosen, read } = await chosenJobs(client, ids, options.array === true);
+    const { chosen, read, leftAlone } = await chosenJobs(client, ids, options.array === true);
+    // Under --json stderr holds only the error, one JSON object, and stdout a line per job resubmitted: an array's
+    // jobs not ended yet are not among them, as the --array rule chooses (its succeeded ones are not either).
+    if (leftAlone.length > 0 && options.json !== true)
+      process.stderr.write(`left alone, not ended yet: ${formatIdList(leftAlone)}\n`);
     if (chosen.length === 0) {
-      process.stderr.write('nothing to resubmit: no job of these arrays ended without succeeding\n');
+      // Under --json no line is the answer: nothing was resubmitted.
+      if (options.json !== true)
+        process.stderr.write('nothing to resubmit: no job of these arrays ended without succeeding\n');
       return;
     }
     // The views of jobs named outright were read to choose them; an array's jobs are read now, for their specs.
@@ -72,9 +78,14 @@ export function registerResubmit(program: Command): void {
         if (e instanceof ApiError) throw new NamedRefusal(job.id, e, e.details, added);
         throw failureWithLines(`${job.id}: `, e, added);
       }
-      const { again, failedBefore } = rerun;
+      const { again, failedBefore, gaveUp } = rerun;
       renamed.set(job.id, again.id);
       const before = again.replayed === true && !again.resent;
+      // Its line under --json says so: `replayed`, an ended `state` and the reruns before in `failedBefore`.
+      if (gaveUp && options.json !== true)
+        process.stderr.write(
+          `${job.id}: its last ${MAX_RERUNS_FOLLOWED} reruns ended without succeeding; not rerun again (resubmit ${again.id} to)\n`,
+        );
       if (options.json === true)
         process.stdout.write(
           `${JSON.stringify({ from: job.id, id: again.id, name: again.name, team: again.team, state: again.state, ...(again.array === undefined ? {} : { array: again.array }), ...(before ? { replayed: true } : {}), ...(failedBefore.length === 0 ? {} : { failedBefore }) })}\n`,
@@ -95,6 +106,8 @@ export function registerResubmit(program: Command): void {
 interface Rerun {
   readonly again: SubmittedJob;
   readonly failedBefore: readonly string[];
+  /** `again` ended without succeeding too, after MAX_RERUNS_FOLLOWED before it: not rerun again. */
+  readonly gaveUp: boolean;
 }
 
 /** The longest chain of earlier reruns followed (each ended without succeeding) before one more is made. */
@@ -122,13 +135,8 @@ async function rerunOf(
     const unsuccessful = isFinalJobState(again.state) && again.state !== 'succeeded';
     // A rerun just made (this command's own lost first send answered again) is queued, never ended: only a rerun
     // from before can have ended without succeeding.
-    if (again.replayed !== true || !unsuccessful) return { again, failedBefore };
-    if (failedBefore.length >= MAX_RERUNS_FOLLOWED) {
-      process.stderr.write(
-        `${job.id}: its last ${MAX_RERUNS_FOLLOWED} reruns ended without succeeding; not rerun again (resubmit ${again.id} to)\n`,
-      );
-      return { again, failedBefore };
-    }
+    if (again.replayed !== true || !unsuccessful) return { again, failedBefore, gaveUp: false };
+    if (failedBefore.length >= MAX_RERUNS_FOLLOWED) return { again, failedBefore, gaveUp: true };
     failedBefore.push(again.id);
     // Keyed by the rerun it reruns now, and by what that one waited for: as `fleetwise resubmit` of it would key it.
     of = await client.getJob(again.id);
@@ -137,14 +145,18 @@ async function rerunOf(
 
 /**
  * The jobs to run again: each id itself, which must have ended (one still queued or running would run twice); with
- * `array`, an id of an array stands for its jobs that ended without succeeding (those not ended are left alone, and
- * said so).
+ * `array`, an id of an array stands for its jobs that ended without succeeding (those not ended are left alone).
  */
 async function chosenJobs(
   client: FleetwiseClient,
   ids: readonly string[],
   array: boolean,
-): Promise<{ readonly chosen: string[]; readonly read: ReadonlyMap<string, JobDocumentResponse> }> {
+): Promise<{
+  readonly chosen: string[];
+  readonly read: ReadonlyMap<string, JobDocumentResponse>;
+  /** Jobs of the arrays named that have not ended yet. */
+  readonly leftAlone: string[];
+}> {
   const chosen = new Set<string>();
   const problems: string[] = [];
   const running = new Set<string>();
@@ -163,8 +175,7 @@ async function chosenJobs(
     else chosen.add(job.id);
   }
   if (problems.length > 0) throw new ValidationError('arguments', problems);
-  if (running.size > 0) process.stderr.write(`left alone, not ended yet: ${formatIdList([...running])}\n`);
-  return { chosen: [...chosen], read: new Map(named.map((j) => [j.id, j])) };
+  return { chosen: [...chosen], read: new Map(named.map((j) => [j.id, j])), leftAlone: [...running] };
 }
 
 /**

@@ -231,7 +231,11 @@ export function registerSubmit(program: Command): void {
         ),
       );
     const specs = checked.map((c) => c.raw);
-    const contexts = new BuildContexts((line) => process.stderr.write(line));
+    // Each upload is told on stderr in text; under --json stderr holds only the error (one JSON object), and the
+    // stored copy each spec points at is in the job's spec (`fleetwise job ID --json`).
+    const contexts = new BuildContexts(
+      options.json === true ? () => undefined : (line) => process.stderr.write(line),
+    );
     for (const [i, file] of files.entries()) await contexts.check(specs[i] as RawSpec, file, sourceOf(file));
     const baseKey = options.idempotencyKey ?? randomUUID();
     const keys = submissionKeys(baseKey, files.length, options.idempotencyKey !== undefined);
@@ -271,6 +275,8 @@ export function registerSubmit(program: Command): void {
      * with the jobs that run made, as a rerun promises.
      */
     const answered = new Map<number, SubmittedJob>();
+    /** A dry run's views under --json, printed once every file passed: a file refused leaves stdout empty. */
+    const views: DryRunResponse[] = [];
     // A step of a chain is sent waiting for the jobs of the step before it.
     const stepSpec = (i: number, previous: JobSummaryResponse | undefined): RawSpec =>
       options.chain !== true || previous === undefined
@@ -312,14 +318,19 @@ export function registerSubmit(program: Command): void {
       }
       teams.push(view.team);
       if (options.dryRun !== true) continue;
-      if (options.json === true) process.stdout.write(`${JSON.stringify(view)}\n`);
-      else process.stdout.write(formatDryRun(file, terminalSafeDeep(view)));
-      // On stderr, as a submission's warnings are; under --json they are the view's `warnings`, and stderr holds
-      // only the error.
-      if (options.json !== true)
-        for (const w of view.warnings) process.stderr.write(`warning: ${file}: ${terminalSafe(w)}\n`);
+      // Under --json each view is printed once every file passed, its warnings in its `warnings`.
+      if (options.json === true) {
+        views.push(view);
+        continue;
+      }
+      process.stdout.write(formatDryRun(file, terminalSafeDeep(view)));
+      // On stderr, as a submission's warnings are.
+      for (const w of view.warnings) process.stderr.write(`warning: ${file}: ${terminalSafe(w)}\n`);
     }
-    if (options.dryRun === true) return;
+    if (options.dryRun === true) {
+      for (const view of views) process.stdout.write(`${JSON.stringify(view)}\n`);
+      return;
+    }
     if (options.chain === true) {
       try {
         checkChainTeams(files, teams);

@@ -13,9 +13,13 @@ interface TokenOptions extends ConnectionOptions {
   readonly json?: boolean;
 }
 
-/** The controller's warning about a change it made (no backup holds it yet), on stderr whatever the output. */
-function warnOf(answer: { readonly warning?: string | undefined }): void {
-  if (answer.warning !== undefined) process.stderr.write(`warning: ${terminalSafe(answer.warning)}\n`);
+/**
+ * The controller's warning about a change it made (no backup holds it yet), on stderr in text; under --json it is the
+ * answer's `warning`, and stderr holds only the error (one JSON object).
+ */
+function warnOf(answer: { readonly warning?: string | undefined }, json: boolean | undefined): void {
+  if (answer.warning !== undefined && json !== true)
+    process.stderr.write(`warning: ${terminalSafe(answer.warning)}\n`);
 }
 
 /**
@@ -40,7 +44,7 @@ export function registerToken(program: Command): void {
       .option('--json', 'print the token and its record as JSON'),
   ).action(async (options: TokenOptions & { readonly team: string; readonly label?: string }) => {
     const answer = await FleetwiseClient.fromOptions(options).createToken(options.team, options.label);
-    warnOf(answer);
+    warnOf(answer, options.json);
     if (options.json === true) return printJson(answer);
     const created = terminalSafeDeep(answer);
     // stdout is the token alone, so `T=$(fleetwise token create …)` or `> file` keeps exactly the token: it is shown
@@ -88,7 +92,7 @@ export function registerToken(program: Command): void {
       .option('--json', 'print the revoked token as JSON'),
   ).action(async (id: string, options: TokenOptions) => {
     const answer = await FleetwiseClient.fromOptions(options).revokeToken(id);
-    warnOf(answer);
+    warnOf(answer, options.json);
     if (options.json === true) return printJson(answer);
     const revoked = terminalSafeDeep(answer);
     process.stdout.write(`token ${revoked.id} of team ${revoked.team}: revoked\n`);
