@@ -2,7 +2,7 @@ import type { Catalog } from '../core/catalog.js';
 import type { Admission } from '../queue/admission.js';
 import type { Scheduler } from '../scheduler/types.js';
 import type { TaskRate } from './progress.js';
-import { Simulation } from './simulation.js';
+import { defaultMaxSimulatedSeconds, Simulation } from './simulation.js';
 import type { PredictedTimes } from './simulation-types.js';
 import type { SimWorld } from './world.js';
 
@@ -30,7 +30,10 @@ export interface WorldRunOptions {
   readonly earlyRounds?: boolean | undefined;
   /** Stop once these jobs finished (default: every job of the world). */
   readonly jobIds?: readonly string[] | undefined;
-  /** Give up (ends stay null) past this simulated time; default: now + 30 days + 10 × the longest job. */
+  /**
+   * Give up (ends stay null) past this simulated time; default: now + 30 days + 10 × the longest job (the longer of
+   * its duration and its iterations' running time).
+   */
   readonly maxSimulatedSeconds?: number | undefined;
   /** Asked before each step with the simulated time reached; true gives up there (a caller's time budget). */
   readonly shouldStop?: ((simulatedSeconds: number) => boolean) | undefined;
@@ -51,7 +54,6 @@ function runWorld(
   o: WorldRunOptions & { readonly jobIds: readonly string[] },
   admission: Admission | undefined,
 ): Simulation {
-  const longest = o.world.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
   const sim = new Simulation(
     {
       trace: { name: 'prediction', jobs: [] },
@@ -60,7 +62,8 @@ function runWorld(
       groundTruth: () => 1, // unused: a world run takes its rates from `rate`
       ...(o.roundSeconds !== undefined ? { roundSeconds: o.roundSeconds } : {}),
       earlyRounds: o.earlyRounds ?? false,
-      maxSimulatedSeconds: o.maxSimulatedSeconds ?? o.world.nowSeconds + 30 * 86_400 + 10 * longest,
+      maxSimulatedSeconds:
+        o.maxSimulatedSeconds ?? defaultMaxSimulatedSeconds(o.world.nowSeconds, o.world.jobs),
     },
     {
       world: o.world,

@@ -14,6 +14,7 @@ import { RoundTally } from './round-tally.js';
 import type { RunResult } from './run-result.js';
 import { buildSnapshot, observeThroughputs } from './scheduler-view.js';
 import type { ForkSetup, RunOptions } from './simulation-types.js';
+import type { TraceJob } from './trace.js';
 import { spotEngine } from './spot-engine.js';
 import { stallCause } from './stall-cause.js';
 import { SubmissionPredictions } from './submission-predictions.js';
@@ -26,6 +27,22 @@ import { RANK_ARRIVAL, RANK_ROUND, type SimEvent, type WorldState } from './worl
 
 export const DEFAULT_ROUND_SECONDS = 300;
 const DEFAULT_MAX_SERIES_POINTS = 2000;
+
+/**
+ * When a run of `jobs` from `fromSeconds` gives up unless told otherwise: 30 days and ten times its longest job
+ * later. A job runs for its iterations, which its duration may understate (Eva's generators round the iterations
+ * down, so a job of one long iteration runs longer than its duration says): a job counts at the longer of the two.
+ */
+export function defaultMaxSimulatedSeconds(
+  fromSeconds: number,
+  jobs: readonly { readonly spec: TraceJob }[],
+): number {
+  const longest = jobs.reduce(
+    (m, j) => Math.max(m, j.spec.durationSeconds, j.spec.totalIterations / j.spec.fullThroughput),
+    0,
+  );
+  return fromSeconds + 30 * 86_400 + 10 * longest;
+}
 
 /**
  * The trace-driven simulator (Eva §5–§6; research digest §1, §7): an event queue on a virtual clock drives the
@@ -155,8 +172,7 @@ export class Simulation {
           )
         : undefined;
     const lastArrival = this.state.jobs.reduce((m, j) => Math.max(m, j.spec.arrivalSeconds), 0);
-    const longest = this.state.jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
-    this.maxSeconds = options.maxSimulatedSeconds ?? lastArrival + 30 * 86_400 + 10 * longest;
+    this.maxSeconds = options.maxSimulatedSeconds ?? defaultMaxSimulatedSeconds(lastArrival, this.state.jobs);
     if (fork !== undefined) {
       importWorld(this.state, fork.world, options.catalog);
       // Held in the world's order, as arrivals would hold them; one whose dependencies have all ended is queued.

@@ -41,6 +41,22 @@ describe('simulate flags that need another', () => {
     expect(refusal({ schedulers: ['karpenter', 'no-packing'] })).toBe('accepted');
   });
 
+  it('refuses --checkpoint-minutes without --spot on, on the command line too', () => {
+    // Only a spot reclaim sends a job back to its latest periodic checkpoint: without spot the flag changes nothing.
+    expect(refusal({ checkpointMinutes: 1 })).toBe(
+      '--checkpoint-minutes: needs --spot on (a checkpoint-stop saves all progress: only a spot reclaim loses ' +
+        'what the last checkpoint did not save)',
+    );
+    expect(refusal({ checkpointMinutes: 0, spot: 'off' })).toMatch(/^--checkpoint-minutes: needs --spot on/);
+    expect(refusal({ checkpointMinutes: 0, spot: 'on' })).toBe('accepted');
+    const plan = (...args: string[]) =>
+      simulationPlan(
+        parseSimulateArgs(['--format', 'eva', '--jobs', '2', '--scheduler', 'eva', ...args], 'test'),
+      );
+    expect(() => plan('--checkpoint-minutes', '5')).toThrow(/^--checkpoint-minutes: needs --spot on/);
+    expect(plan('--checkpoint-minutes', '5', '--spot', 'on').requests[0]?.checkpointMinutes).toBe(5);
+  });
+
   it('accepts each with it, and an explicit off', () => {
     expect(refusal({ spot: 'on', spotBursts: 3, spotRebalance: 0.5, spotFalseRebalances: 2 })).toBe(
       'accepted',

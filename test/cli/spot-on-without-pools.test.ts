@@ -1,7 +1,7 @@
 /**
  * `--spot on` needs a spot market with pools: a catalog whose spot section offers none (as an older `catalog refresh`
- * wrote when it left every pool out) is no spot market. `bench bound` refuses it as it refuses a catalog without the
- * section; `simulate` runs on demand and its report says there were no spot prices.
+ * wrote when it left every pool out) is no spot market. `bench bound` and `simulate` refuse it as they refuse a
+ * catalog without the section: the runs would buy on demand and print on-demand figures under spot names.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,6 +13,7 @@ import { simulationPlan } from '../../src/cli/commands/simulate-plan.js';
 import { reportSettings } from '../../src/cli/commands/simulate-report-settings.js';
 import { buildProgram } from '../../src/cli/program.js';
 import { ValidationError } from '../../src/core/validation.js';
+import { ensureBuiltCli, runCli } from '../helpers/built-cli.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-spot-on-without-pools-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -29,6 +30,23 @@ function catalogFile(name: string, spot: (section: Record<string, unknown>) => u
 
 const noPools = catalogFile('no-pools.json', (section) => ({ ...section, offerings: [] }));
 const noSection = catalogFile('no-section.json', () => undefined);
+
+/** The report's spot setting of a simulate run on `catalog` with --spot on. */
+function spotSetting(catalog: string) {
+  const args = [
+    '--scheduler',
+    'no-packing',
+    '--format',
+    'eva',
+    '--jobs',
+    '3',
+    '--spot',
+    'on',
+    '--catalog',
+    catalog,
+  ];
+  return reportSettings(simulationPlan(parseSimulateArgs(args, 'test'))).spot;
+}
 
 async function cliRefusal(args: readonly string[]): Promise<ValidationError> {
   const program = await buildProgram(false, args[0]);
@@ -66,30 +84,37 @@ describe('--spot on with a catalog that has no spot pools', () => {
       });
   });
 
-  it("is reported by simulate as no spot prices, not as the section's snapshot", () => {
-    const spotOf = (catalog: string) =>
-      reportSettings(
-        simulationPlan(
-          parseSimulateArgs(
-            [
-              '--scheduler',
-              'no-packing',
-              '--format',
-              'eva',
-              '--jobs',
-              '3',
-              '--spot',
-              'on',
-              '--catalog',
-              catalog,
-            ],
-            'test',
-          ),
-        ),
-      ).spot;
-    for (const catalog of [noPools, noSection])
-      expect(spotOf(catalog), catalog).toMatch(/^on \(no spot prices in the catalog;/);
+  it('is refused by simulate (the built CLI), whether the section is empty or missing', async () => {
+    ensureBuiltCli(['cli/main.ts', 'sim/run-worker.ts']);
+    const simulate = (catalog: string, ...more: string[]) =>
+      runCli([
+        'simulate',
+        '--format',
+        'eva',
+        '--jobs',
+        '3',
+        '--spot',
+        'on',
+        '--catalog',
+        catalog,
+        '--scheduler',
+        'skypilot-spot,no-packing',
+        ...more,
+      ]);
+    for (const catalog of [noPools, noSection]) {
+      const refused = await simulate(catalog);
+      expect(refused.code, catalog).toBe(2);
+      expect(refused.stdout, catalog).toBe('');
+      expect(refused.stderr, catalog).toContain(
+        '--spot: on needs a catalog with spot pools (a spot section with offerings; the bundled one has one)',
+      );
+    }
+    // The same catalog with its pools runs, and its report names the snapshot it bought from.
     const withPools = catalogFile('with-pools.json', (section) => section);
-    expect(spotOf(withPools)).toMatch(/^on \(catalog spot snapshot \d{4}-\d{2}-\d{2};/);
-  });
+    const ran = await simulate(withPools, '--json', '--parallel', '1');
+    expect(ran.code, ran.stderr).toBe(0);
+    const runs = (JSON.parse(ran.stdout) as { runs: { scheduler: string; spotShare?: number }[] }).runs;
+    expect(runs.find((r) => r.scheduler === 'skypilot-spot')?.spotShare).toBeGreaterThan(0);
+    expect(spotSetting(withPools)).toMatch(/^on \(catalog spot snapshot \d{4}-\d{2}-\d{2};/);
+  }, 120_000);
 });

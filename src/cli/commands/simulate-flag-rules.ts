@@ -39,6 +39,8 @@ export interface DependentFlags {
   readonly pollSeconds?: number | undefined;
   /** Whether the `--price-overrides` file gives spot prices (`spotPricePerType`). */
   readonly spotPriceOverrides?: boolean | undefined;
+  /** How often jobs checkpoint: only a spot reclaim sends a job back to its latest periodic checkpoint. */
+  readonly checkpointMinutes?: number | undefined;
 }
 
 /** Whether a scheduler is Eva or one of its ablations (`eva-rp`, …): the runs the Eva flags tune. */
@@ -87,6 +89,11 @@ export function checkDependentFlags(o: DependentFlags): void {
   if (!spotOn && o.spotPriceOverrides === true)
     throw new ValidationError('--price-overrides', [
       'spotPricePerType prices spot instances: needs --spot on (without it the runs buy on demand only)',
+    ]);
+  if (!spotOn && o.checkpointMinutes !== undefined)
+    throw new ValidationError('--checkpoint-minutes', [
+      'needs --spot on (a checkpoint-stop saves all progress: only a spot reclaim loses what the last checkpoint ' +
+        'did not save)',
     ]);
   if (o.targetSlowdown !== undefined && !o.valuesOfTime.includes('auto'))
     throw new ValidationError('--target-slowdown', [

@@ -13,6 +13,7 @@ import { checkOutputDirectory } from '../output-target.js';
 import { colocationTableRequest } from './colocation-table-file.js';
 import {
   loadTraceFlags,
+  offersSpot,
   readLatencyConfigFile,
   readPriceOverridesFile,
   readQueueConfigFile,
@@ -22,7 +23,12 @@ import {
   type SchedulerSection,
 } from './sim-flags.js';
 import { checkDependentFlags, isEvaScheduler } from './simulate-flag-rules.js';
-import { parseQuotaFlags, parseSimulateOptions, type RawSimulateOptions } from './simulate-options.js';
+import {
+  parseQuotaFlags,
+  parseSimulateOptions,
+  SIMULATE_OPTIONS_SOURCE,
+  type RawSimulateOptions,
+} from './simulate-options.js';
 
 /**
  * Spot prices (`spotPricePerType`) or a spot discount (`spotDiscountPercent`) with spot off would price nothing:
@@ -140,6 +146,11 @@ export function simulationPlan(raw: RawSimulateOptions) {
   if (o.spot !== 'on') refuseSpotPricesWithSpotOff(flagPrices, preliminary, queueFile?.priceOverrides);
   const loaded = loadTraceFlags(o, o.spot === 'on', flagPrices);
   const { traceSpec, trace } = loaded;
+  // A catalog without spot pools sells nothing on spot: the runs would print on-demand figures under spot names.
+  if (o.spot === 'on' && !offersSpot(loaded.catalog))
+    throw new ValidationError(SIMULATE_OPTIONS_SOURCE, [
+      '--spot: on needs a catalog with spot pools (a spot section with offerings; the bundled one has one)',
+    ]);
 
   // A user's controller config: its caps, queue classes, round period and Eva tunables, under any flags given.
   const config =

@@ -14,6 +14,7 @@ import { FleetMeter } from '../../world/fleet-meter.js';
 import type { GroundTruth } from '../../world/ground-truth.js';
 import { jobOutcome, mean, summarize } from '../../world/metrics.js';
 import { buildSimJobs } from '../../world/trace-jobs.js';
+import { defaultMaxSimulatedSeconds } from '../../world/simulation.js';
 import { jobStallCause } from '../../world/stall-cause.js';
 import { waitsToPlace } from '../../world/job-dependencies.js';
 import type { SpotSimulation } from '../../world/spot-world.js';
@@ -264,8 +265,7 @@ export async function runControllerSimulation(o: ControllerRunOptions): Promise<
   // gives it one; otherwise from the first round of the grid, as nothing before it would plan.
   const startAt = o.earlyRounds === true ? firstArrival : firstRound;
   const lastArrival = jobs.reduce((m, j) => Math.max(m, j.spec.arrivalSeconds), 0);
-  const longest = jobs.reduce((m, j) => Math.max(m, j.spec.durationSeconds), 0);
-  const maxSeconds = o.maxSimulatedSeconds ?? lastArrival + 30 * 86_400 + 10 * longest;
+  const maxSeconds = o.maxSimulatedSeconds ?? defaultMaxSimulatedSeconds(lastArrival, jobs);
   let nextArrival = 0;
   // Trace id → the id the controller gave the job, for the dependencies of later jobs.
   const controllerIds = new Map<string, string>();

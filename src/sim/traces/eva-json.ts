@@ -18,11 +18,23 @@ import { withoutBom } from './text.js';
  */
 
 /**
- * How far `duration` may be from total_iters / full_throughput: 1%, or one iteration and a second, since Eva's
- * generators write whole seconds and round the iterations down (`total_iters = int(duration × full_throughput)`).
- * The bundled pai_200 is within 0.71%.
+ * How `duration` must agree with total_iters / full_throughput (`running`). Eva's generators write whole seconds and
+ * round the iterations down (`total_iters = floor(duration × full_throughput)`), so running ≤ duration < running +
+ * 1 / full_throughput; a second either way allows for the rounding of the numbers written. One iteration of slack is
+ * one-sided: on the other side a job of one long iteration could claim any duration down to nothing. Within 1% either
+ * way is accepted too (the bundled pai_200 is within 0.71%, and within Eva's bounds).
  */
 const DURATION_TOLERANCE = 0.01;
+const DURATION_ROUNDING_SECONDS = 1;
+
+/** Whether a job's duration agrees with the running time of its iterations (`DURATION_TOLERANCE`). */
+function durationAgrees(durationSeconds: number, running: number, fullThroughput: number): boolean {
+  if (Math.abs(durationSeconds - running) <= DURATION_TOLERANCE * running) return true;
+  return (
+    durationSeconds >= running - DURATION_ROUNDING_SECONDS &&
+    durationSeconds <= running + 1 / fullThroughput + DURATION_ROUNDING_SECONDS
+  );
+}
 
 // Strict: a misspelled optional key (`support_throughput_awre`) would otherwise be dropped without a word.
 const evaTaskSchema = z.strictObject({
@@ -38,8 +50,8 @@ const evaTaskSchema = z.strictObject({
 
 /**
  * The engine runs a job for total_iters at full_throughput (slowed by interference); `duration` only sizes it (the
- * queue's size classes, the run's time limit). One inconsistent with the iterations would misclass the job or stop
- * the run before it could finish, so both must agree.
+ * queue's size classes, fairness, the cost bounds). One inconsistent with the iterations would misclass the job, so
+ * both must agree.
  */
 const evaJobSchema = z
   .strictObject({
@@ -64,14 +76,14 @@ const evaJobSchema = z
       });
       return;
     }
-    const tolerance = Math.max(DURATION_TOLERANCE * running, 1 / job.full_throughput + 1);
-    if (Math.abs(job.duration - running) > tolerance)
+    if (!durationAgrees(job.duration, running, job.full_throughput))
       ctx.addIssue({
         code: 'custom',
         path: ['duration'],
         message:
           `${job.duration} s, but total_iters / full_throughput is ${Number(running.toPrecision(6))} s: the job runs ` +
-          'for its iterations, and duration (its size for queue classes and the time limit) must agree within 1%',
+          'for its iterations, and duration (its size for queue classes) must agree: within 1%, or as Eva writes ' +
+          'them (total_iters = floor(duration × full_throughput)), to a second',
       });
   });
 

@@ -210,8 +210,30 @@ function toTraceJob(job: ParsedJob): TraceJob {
   };
 }
 
+/** Fields of an Eva trace's job that a fleetwise trace's has not (under other names: `arrivalSeconds`, …). */
+const EVA_JOB_FIELDS = ['arrival_time', 'duration', 'init_delay', 'full_throughput', 'total_iters'];
+
+/**
+ * Whether parsed JSON is shaped like an Eva trace: no `format` nor `jobs`, and job ids mapping to objects, one at
+ * least with a field of Eva's jobs. Read as a fleetwise trace it would be told of its every job id as an unknown key.
+ */
+function looksLikeEvaTrace(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  if ('format' in value || 'jobs' in value) return false;
+  const jobs = Object.values(value);
+  const objects = jobs.filter((j): j is object => typeof j === 'object' && j !== null && !Array.isArray(j));
+  return (
+    jobs.length > 0 &&
+    objects.length === jobs.length &&
+    objects.some((j) => EVA_JOB_FIELDS.some((field) => field in j))
+  );
+}
+
 /** Validate a fleetwise trace document (already parsed JSON) into a trace, jobs in arrival order. */
 export function fleetwiseTrace(value: unknown, source: string, traceName = source): Trace {
+  // The reverse mistake, an Eva reader given a fleetwise trace, is told so too (eva-json.ts).
+  if (looksLikeEvaTrace(value))
+    throw new ValidationError(source, ['(root): an Eva trace (job ids → jobs): give --format eva']);
   const parsed = documentSchema.safeParse(value);
   if (!parsed.success) throw new ValidationError(source, describeIssues(parsed.error));
   const jobs = parsed.data.jobs.map(toTraceJob);

@@ -123,6 +123,30 @@ describe('Eva JSON traces: fields the engine relies on', () => {
     ).toHaveLength(1);
   });
 
+  it("allows a job of few long iterations one iteration above its running time, as Eva's numbers do", () => {
+    // One iteration of an hour: Eva writes duration d with total_iters = floor(d / 3600) = 1 for d in [3600, 7200).
+    const hourly = (duration: number): string =>
+      withJob({ duration, total_iters: 1, full_throughput: 1 / 3600 });
+    for (const duration of [3600, 3599, 5000, 7199, 7201])
+      expect(parseEvaTrace(hourly(duration), 't.json').jobs, String(duration)).toHaveLength(1);
+    // Within 1% below is accepted as before; further below, a minute or nothing, is a duration the run never keeps.
+    expect(parseEvaTrace(hourly(3564), 't.json').jobs).toHaveLength(1);
+    expect(problemsOf(hourly(60))).toEqual([
+      'job a: duration: 60 s, but total_iters / full_throughput is 3600 s: the job runs for its iterations, and ' +
+        'duration (its size for queue classes) must agree: within 1%, or as Eva writes them (total_iters = ' +
+        'floor(duration × full_throughput)), to a second',
+    ]);
+    for (const duration of [1, 3500, 7202, 7300])
+      expect(problemsOf(hourly(duration))[0], String(duration)).toMatch(/^job a: duration: /);
+    // A single iteration of 40 days is no job of one second, nor is the same minute over a thousand iterations.
+    expect(
+      problemsOf(withJob({ duration: 1, total_iters: 1, full_throughput: 1 / (40 * 86_400) }))[0],
+    ).toMatch(/^job a: duration: 1 s, but total_iters \/ full_throughput is 3456000 s/);
+    expect(problemsOf(withJob({ duration: 60, total_iters: 1000, full_throughput: 1000 / 3600 }))[0]).toMatch(
+      /^job a: duration: 60 s, but total_iters \/ full_throughput is 3600 s/,
+    );
+  });
+
   it('bounds delays as a job spec does, and the running time as a duration', () => {
     expect(problemsOf(withJob({ init_delay: 1e300 }))).toEqual([
       "job a: init_delay: at most 86400 s (a day), as a job spec's delays",

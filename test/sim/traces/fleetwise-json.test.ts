@@ -11,6 +11,7 @@ import {
   parseFleetwiseTrace,
   type FleetwiseTraceDocument,
 } from '../../../src/sim/traces/fleetwise-json.js';
+import { evaJson } from './fixtures.js';
 
 const doc = (jobs: unknown[]): string => JSON.stringify({ format: FLEETWISE_TRACE_FORMAT, name: 't', jobs });
 
@@ -211,6 +212,18 @@ describe('fleetwise JSON traces', () => {
     expect(isFleetwiseTraceJson({ format: FLEETWISE_TRACE_FORMAT, jobs: [] })).toBe(true);
     expect(isFleetwiseTraceJson({ '0': { name: 'resnet18[0]' } })).toBe(false);
     expect(isFleetwiseTraceJson([])).toBe(false);
+  });
+
+  it('tells an Eva trace given as fleetwise to give --format eva, not of its job ids as unknown keys', () => {
+    expect(problemsOf(evaJson)).toEqual(['(root): an Eva trace (job ids → jobs): give --format eva']);
+    expect(problemsOf(`\uFEFF{"7": {"name": "vit[0]", "total_iters": 10}, "8": {}}`)).toEqual([
+      '(root): an Eva trace (job ids → jobs): give --format eva',
+    ]);
+    // Without a field of Eva's jobs, or beside a format or jobs key, the document's own problems are listed.
+    expect(problemsOf('{"7": {"name": "vit[0]"}}')).not.toContain(
+      '(root): an Eva trace (job ids → jobs): give --format eva',
+    );
+    expect(problemsOf('{"jobs": {"7": {"total_iters": 10}}}')[0]).toMatch(/^format: /);
   });
 
   it('reads a file that starts with a byte order mark, and tells it from an Eva trace', () => {
