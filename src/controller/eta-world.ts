@@ -379,19 +379,11 @@ function worldJob(
         // Its job is back in the queue (a sibling's instance was lost) while it works on: the round that places the
         // job again checkpoint-stops it first (plan-intents.ts), so it is as good as stopping. Headed where its start
         // points (in place too), else nowhere yet: the job goes back to the queue once it has stopped.
-        if (placed !== undefined && survivorsStop)
-          return destination === undefined
-            ? { name: t.name, state: 'running', occupyingInstanceId: placed, pendingStop: true }
-            : {
-                name: t.name,
-                state: 'running',
-                committedInstanceId: destination,
-                occupyingInstanceId: placed,
-                pendingStart: true,
-                pendingStop: true,
-              };
-        // A move waiting for its new instances (make before break): working here, headed there.
-        if (placed !== undefined && destination !== undefined && destination !== placed)
+        if (placed !== undefined && survivorsStop && destination === undefined)
+          return { name: t.name, state: 'running', occupyingInstanceId: placed, pendingStop: true };
+        // A move waiting for its new instances (make before break), or a survivor's stop above headed somewhere:
+        // working here, headed there.
+        if (placed !== undefined && destination !== undefined && (destination !== placed || survivorsStop))
           return {
             name: t.name,
             state: 'running',

@@ -251,6 +251,15 @@ describe('when a job held for its dependencies can start', () => {
     expect(eta(other.id)?.completionSeconds).toEqual(expect.any(Number));
     expect(eta(step.id)?.computedAtSeconds).toBeLessThan(eta(other.id)?.computedAtSeconds as number);
     expect(eta(next.id)?.computedAtSeconds).toBeLessThan(eta(other.id)?.computedAtSeconds as number);
+    // Once failed for it, they show no ETA (their last prediction, a start to come, is kept only in the record).
+    await r.controller.runRound('test');
+    for (const id of [step.id, next.id]) {
+      const job = r.store.getJob(id) as JobRecord;
+      expect(job.state).toBe('failed');
+      expect(eta(id)?.startSeconds).toEqual(expect.any(Number));
+      expect(jobDocument(r.store, job, true).eta).toBeNull();
+      expect(jobSummary(job, 1, r.store, true).eta).toBeNull();
+    }
   });
 
   it('is unknown while a dependency has no predicted end, and leaves out the ones that succeeded', () => {

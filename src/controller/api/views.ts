@@ -190,7 +190,8 @@ export function jobSummary(
     progress: { completed: job.completedIterations, total: job.totalIterations ?? null },
     taskCount,
     queue: final ? null : (record?.queue ?? null),
-    eta: record?.eta ?? null,
+    // An ended job's last prediction is no ETA (one that never started would show a start to come), as text views say.
+    eta: final ? null : (record?.eta ?? null),
     // A job waiting for its dependencies is predicted too: held until they are predicted to have succeeded.
     etaPending: predictionsEnabled && !final && record?.eta === undefined,
     warnings: store === undefined ? [] : readJobWarnings(store, job.id),
