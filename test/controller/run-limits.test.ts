@@ -9,9 +9,14 @@ import {
   jobTransitions,
   lastEnteredRunning,
   runningSecondsOf,
+  worksNow,
   type JobTransition,
 } from '../../src/controller/job-transitions.js';
 import { JOB_RAN_UNTIL_EVENT } from '../../src/controller/job-transitions.js';
+import { JOB_MOVE_WAITS_EVENT, WORKS_ON_UNTIL_READY } from '../../src/controller/reconcile/plan-intents.js';
+import { RunLimits } from '../../src/controller/run-limits.js';
+import { silentLogger } from '../../src/controller/seams.js';
+import { runningSeconds } from '../../src/sim/controller-runtime/state-history.js';
 import {
   JOB_STATES,
   type EventRecord,
@@ -83,7 +88,155 @@ describe('a job’s running time', () => {
       at(720, 'running'),
       at(740, 'queued'),
     ]);
-    expect(JOB_HISTORY_EVENT_KINDS).toEqual(['job.state', JOB_RAN_UNTIL_EVENT]);
+    expect(JOB_HISTORY_EVENT_KINDS).toEqual([
+      'job.state',
+      JOB_RAN_UNTIL_EVENT,
+      JOB_MOVE_WAITS_EVENT,
+      'task.state',
+    ]);
+  });
+
+  it('counts a move that makes before it breaks as run time until its task is told to checkpoint and stop', () => {
+    const waiting: JobTransition = { atSeconds: 13, to: 'migrating', worksOn: true };
+    // Ran 3 s, worked on while its new instance booted until 50, restored from 50 to 65, ran again.
+    const moved = [
+      at(0, 'starting'),
+      at(10, 'running'),
+      { ...waiting, workStoppedSeconds: 50 },
+      at(60, 'starting'),
+      at(65, 'running'),
+    ];
+    expect(runningSecondsOf(moved, 80)).toBe(40 + 15);
+    expect(worksNow(moved)).toBe(true);
+    // Still waiting: its run grows with the clock.
+    const stillWaiting = [at(0, 'starting'), at(10, 'running'), waiting];
+    expect(runningSecondsOf(stillWaiting, 30)).toBe(20);
+    expect(runningSecondsOf(stillWaiting, 37) - runningSecondsOf(stillWaiting, 30)).toBe(7);
+    expect(worksNow(stillWaiting)).toBe(true);
+    // Told to stop: checkpointing and restoring do not count.
+    const checkpointing = [at(10, 'running'), { ...waiting, workStoppedSeconds: 50 }];
+    expect(runningSecondsOf(checkpointing, 90)).toBe(40);
+    expect(worksNow(checkpointing)).toBe(false);
+    // Called off: back to running, one stretch.
+    expect(runningSecondsOf([at(10, 'running'), waiting, at(40, 'running')], 70)).toBe(60);
+    // Its instance lost unseen while it waited: the stretch ends where the work did.
+    expect(
+      runningSecondsOf(
+        [at(10, 'running'), waiting, { atSeconds: 90, to: 'queued', workedUntilSeconds: 30 }],
+        99,
+      ),
+    ).toBe(20);
+    // A plain move (checkpoint at once) still ends the stretch at the change.
+    expect(runningSecondsOf([at(10, 'running'), at(13, 'migrating'), at(60, 'running')], 80)).toBe(3 + 20);
+  });
+
+  it('reads a waiting move from its job.move-waits event (or its reason), its end from a task told to stop', () => {
+    let seq = 0;
+    const event = (atSeconds: number, kind: string, data: JsonValue): EventRecord => ({
+      seq: ++seq,
+      atSeconds,
+      kind,
+      jobId: 'job-1',
+      message: kind,
+      data,
+    });
+    const toRunning = { from: 'starting', to: 'running' };
+    const movesLater = {
+      from: 'running',
+      to: 'migrating',
+      reason: `moving (round 2): ${WORKS_ON_UNTIL_READY}`,
+    };
+    const transitions = jobTransitions([
+      event(10, 'job.state', toRunning),
+      event(13, JOB_MOVE_WAITS_EVENT, { round: 2 }),
+      event(13, 'job.state', { from: 'running', to: 'migrating', reason: 'moving (round 2)' }),
+      event(50, 'task.state', { from: 'running', to: 'checkpointing' }),
+      event(52, 'task.state', { from: 'checkpointing', to: 'stopped' }),
+      event(52, 'task.state', { from: 'stopped', to: 'checkpointing' }),
+      event(60, 'job.state', { from: 'migrating', to: 'starting' }),
+      event(65, 'job.state', toRunning),
+      // A store written before the move's own event: the reason says the job works on.
+      event(100, 'job.state', movesLater),
+      event(120, 'job.state', { from: 'migrating', to: 'running' }),
+      // A plain move: its task checkpoints first, then the job moves.
+      event(130, 'task.state', { from: 'running', to: 'checkpointing' }),
+      event(130, 'job.state', { from: 'running', to: 'migrating', reason: 'moving (round 3)' }),
+      event(140, 'task.state', { from: 'starting', to: 'checkpointing' }),
+      event(150, 'job.state', { from: 'migrating', to: 'starting' }),
+    ]);
+    expect(transitions).toEqual([
+      at(10, 'running'),
+      { atSeconds: 13, to: 'migrating', worksOn: true, workStoppedSeconds: 50 },
+      at(60, 'starting'),
+      at(65, 'running'),
+      { atSeconds: 100, to: 'migrating', worksOn: true },
+      at(120, 'running'),
+      at(130, 'migrating'),
+      at(150, 'starting'),
+    ]);
+    // 40 s up to the stop, then 65 s from 65 to 130 (the move called off at 120 is one stretch).
+    expect(runningSecondsOf(transitions, 200)).toBe(40 + 65);
+  });
+
+  it('sums a job’s work as export-trace measures it, moves that make before they break included (property)', () => {
+    type Step =
+      | { readonly kind: 'state'; readonly gap: number; readonly to: JobState; readonly saysWorksOn: boolean }
+      | { readonly kind: 'waits' }
+      | { readonly kind: 'task'; readonly gap: number; readonly to: 'checkpointing' | 'stopped' }
+      | { readonly kind: 'ran-until'; readonly back: number };
+    const step: fc.Arbitrary<Step> = fc.oneof(
+      fc.record({
+        kind: fc.constant('state' as const),
+        gap: fc.integer({ min: 0, max: 100 }),
+        to: fc.constantFrom<JobState>('starting', 'running', 'migrating', 'queued'),
+        saysWorksOn: fc.boolean(),
+      }),
+      fc.constant({ kind: 'waits' as const }),
+      fc.record({
+        kind: fc.constant('task' as const),
+        gap: fc.integer({ min: 0, max: 100 }),
+        to: fc.constantFrom('checkpointing' as const, 'stopped' as const),
+      }),
+      fc.record({ kind: fc.constant('ran-until' as const), back: fc.integer({ min: 0, max: 150 }) }),
+    );
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 30 }), (steps) => {
+        const events: EventRecord[] = [];
+        let clock = 0;
+        let state: JobState = 'queued';
+        const push = (kind: string, data: JsonValue): void => {
+          events.push({
+            seq: events.length + 1,
+            atSeconds: clock,
+            kind,
+            jobId: 'job-1',
+            message: kind,
+            data,
+          });
+        };
+        const change = (to: JobState, reason?: string): void => {
+          if (to === state) return;
+          push('job.state', { from: state, to, ...(reason === undefined ? {} : { reason }) });
+          state = to;
+        };
+        for (const s of steps) {
+          if (s.kind === 'state') {
+            clock += s.gap;
+            change(s.to, s.saysWorksOn ? `moving: ${WORKS_ON_UNTIL_READY}` : 'moving');
+          } else if (s.kind === 'waits') push(JOB_MOVE_WAITS_EVENT, { round: 1 });
+          else if (s.kind === 'task') {
+            clock += s.gap;
+            push('task.state', { from: 'running', to: s.to });
+          } else push(JOB_RAN_UNTIL_EVENT, { ranUntilSeconds: clock - s.back });
+        }
+        // Ended: export-trace counts closed stretches only.
+        clock += 1;
+        change('failed');
+        const transitions = jobTransitions(events);
+        expect(runningSecondsOf(transitions, clock + 1000)).toBe(runningSeconds(events).get('job-1') ?? 0);
+        expect(worksNow(transitions)).toBe(false);
+      }),
+    );
   });
 
   it('is never more than the time since it first ran, and grows with the clock only while it runs (property)', () => {
@@ -325,6 +478,108 @@ describe('the controller and maxRunSeconds', () => {
     expect(r.store.getJob(job.id)).toMatchObject({
       state: 'failed',
       reason: 'ran 125 s, past its maxRunSeconds (120 s): stopped without a checkpoint, not retried',
+    });
+  });
+});
+
+describe('the controller, maxRunSeconds and a move that makes before it breaks', () => {
+  it('counts the time a moving job works on, wakes for its limit and ends it there, move called off', async () => {
+    const control = new ScriptedExits(new Map([['job-1.0', [RUNS_ON, RUNS_ON]]]));
+    const r = rig({ makeBeforeBreak: true }, { tasks: control });
+    control.store = r.store;
+    const job = r.controller.submit(limited(jobSpec('capped', CPU_SMALL), 100), 'research');
+    await passes(r, 40, 10, () => r.store.getJob(job.id)?.state === 'running');
+    const startedAt = r.store.getJob(job.id)?.startedAtSeconds as number;
+    const limits = new RunLimits({
+      store: r.store,
+      clock: r.clock,
+      log: silentLogger,
+      fail: () => {
+        throw new Error('not this one');
+      },
+    });
+    // 20 s running, then a 200 s move that checkpoints at once (no run time), then running again: 20 s so far, and
+    // the time since it first ran is past its limit, so what is left is read from its events.
+    setClock(r, startedAt + 20);
+    r.store.setJobState(job.id, 'migrating', 'moved by the test');
+    setClock(r, startedAt + 220);
+    r.store.setJobState(job.id, 'running');
+    // 10 s more (30 s), then its instance is drained: it moves to one that boots slowly, working on meanwhile.
+    setClock(r, startedAt + 230);
+    r.cloud.bootInstantly = false;
+    const [from] = r.cloud.live();
+    if (from === undefined) throw new Error('nothing launched');
+    r.controller.drain(from.id);
+    await r.controller.runRound('test');
+    await r.controller.reconcile();
+    expect(r.store.getJob(job.id)?.state).toBe('migrating');
+    expect(r.store.listEvents({ jobId: job.id, kind: JOB_MOVE_WAITS_EVENT })).toHaveLength(1);
+    expect(r.store.getTask(`${job.id}.0`)?.state).toBe('running');
+    expect(r.cloud.live().map((i) => i.state)).toContain('pending');
+    // 50 s of run at +250: its limit comes due 50 s later, and the loop is to wake then.
+    setClock(r, startedAt + 250);
+    expect(limits.nextDueSeconds()).toBe(startedAt + 300);
+    setClock(r, startedAt + 295);
+    await r.controller.reconcile();
+    expect(r.store.getJob(job.id)?.state).toBe('migrating');
+    // Past it while the new instance still boots: stopped without a checkpoint, its move called off.
+    setClock(r, startedAt + 301);
+    await r.controller.reconcile();
+    expect(r.store.getJob(job.id)).toMatchObject({
+      state: 'failed',
+      reason: 'ran 101 s, past its maxRunSeconds (100 s): stopped without a checkpoint, not retried',
+    });
+    expect(limits.nextDueSeconds()).toBe(Number.POSITIVE_INFINITY);
+    await r.controller.reconcile();
+    expect(control.stops).toEqual([`${job.id}.0`]);
+    expect(control.starts).toHaveLength(1);
+    expect(r.store.listIntents({ states: ['pending'] })).toEqual([]);
+    // The instance it was moving to is let go with the one it left: nothing leaks.
+    r.cloud.bootAll();
+    await passes(r, 10, 10, () => r.cloud.live().length === 0);
+    expect(r.cloud.live()).toEqual([]);
+    expect(control.starts).toHaveLength(1);
+  });
+
+  it('stops counting once the waiting move’s task is told to checkpoint: restoring is not run time', async () => {
+    const control = new ScriptedExits(new Map([['job-1.0', [RUNS_ON, RUNS_ON]]]));
+    const r = rig({ makeBeforeBreak: true }, { tasks: control });
+    control.store = r.store;
+    const job = r.controller.submit(limited(jobSpec('capped', CPU_SMALL), 100), 'research');
+    await passes(r, 40, 10, () => r.store.getJob(job.id)?.state === 'running');
+    const startedAt = r.store.getJob(job.id)?.startedAtSeconds as number;
+    setClock(r, startedAt + 30);
+    r.cloud.bootInstantly = false;
+    const [from] = r.cloud.live();
+    if (from === undefined) throw new Error('nothing launched');
+    r.controller.drain(from.id);
+    await r.controller.runRound('test');
+    await r.controller.reconcile();
+    expect(r.store.getJob(job.id)?.state).toBe('migrating');
+    // Its new instance ready at +90: the stop goes then, after 90 s of work.
+    setClock(r, startedAt + 90);
+    r.cloud.bootAll();
+    await r.controller.reconcile();
+    expect(control.stops).toEqual([`${job.id}.0 (checkpoint)`]);
+    const ran = (): number =>
+      runningSecondsOf(
+        jobTransitions(r.store.listEvents({ jobId: job.id, kinds: JOB_HISTORY_EVENT_KINDS })),
+        r.clock.nowSeconds(),
+      );
+    expect(ran()).toBe(90);
+    await passes(r, 10, 10, () => r.store.getJob(job.id)?.state === 'running');
+    const rerunAt = lastEnteredRunning(
+      jobTransitions(r.store.listEvents({ jobId: job.id, kinds: JOB_HISTORY_EVENT_KINDS })),
+    ) as number;
+    // 90 s before the stop, 5 s since it runs again: running; 12 s since: past its limit.
+    setClock(r, rerunAt + 5);
+    await r.controller.reconcile();
+    expect(r.store.getJob(job.id)?.state).toBe('running');
+    setClock(r, rerunAt + 12);
+    await r.controller.reconcile();
+    expect(r.store.getJob(job.id)).toMatchObject({
+      state: 'failed',
+      reason: 'ran 102 s, past its maxRunSeconds (100 s): stopped without a checkpoint, not retried',
     });
   });
 });
