@@ -13,8 +13,9 @@ export function isEndedJobState(state: JobState): state is EndedJobState {
  * End a job in the store, with its tasks: the one rule every way a job is ended outside its tasks' own reports uses
  * (a cancel, a failure or an unsuccessful mark by request, a restore ending a job as the job archive says it ended).
  * Inside the caller's transaction. Its pending starts fail, its placed tasks are asked to stop without a checkpoint
- * (unless a stop is already pending), and its tasks never placed end `stopped` with it: they will never start, and
- * would otherwise show `pending` for ever. A move it was making ends with it, uncounted.
+ * (a stop already pending stands: a move's, waiting or checkpointing, is carried out without its checkpoint once its
+ * job has ended, effects/tasks.ts performStops), and its tasks never placed end `stopped` with it: they will never
+ * start, and would otherwise show `pending` for ever. A move it was making ends with it, uncounted.
  *
  * `pending`: the store's pending intents, read once by a caller ending many jobs (intents name one job's tasks each);
  * read here when not given.

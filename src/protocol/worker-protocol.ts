@@ -300,6 +300,12 @@ export const taskLaunchSpecSchema = z.object({
 });
 export type TaskLaunchSpec = z.infer<typeof taskLaunchSpecSchema>;
 
+/**
+ * What the worker is to do with a task. `checkpoint-stop`: signal it, wait up to its checkpoint timeout, kill it if
+ * need be, upload what it left. `stop`: kill it, no checkpoint; asked while a checkpoint-stop of the task is under
+ * way (its job ended meanwhile), it kills the task now instead of waiting out the timeout (a worker from before that
+ * waited, then stopped it all the same).
+ */
 export const DESIRED_ACTIONS = ['run', 'checkpoint-stop', 'stop'] as const;
 export type DesiredAction = (typeof DESIRED_ACTIONS)[number];
 

@@ -141,6 +141,11 @@ export class TaskLifecycle {
     return this.stops.capStop(t, timeoutSeconds);
   }
 
+  /** Kill the task whose checkpoint-stop is under way now, not waiting for its checkpoint (TaskStops.cutShort). */
+  cutStopShort(t: LocalTask): boolean {
+    return this.stops.cutShort(t);
+  }
+
   /** Wait for every background operation, log shipping included (tests, and before the agent leaves). */
   async settle(): Promise<void> {
     await Promise.all([...this.tasks.values()].flatMap((t) => [t.busy, t.logUploads]));

@@ -36,6 +36,10 @@ export function reconcileTasks(deps: ReconcileDeps, answer: readonly DesiredTask
       // the timeout at what a notice leaves, and a notice that reached only the controller (the interruption queue)
       // must cut short a stop begun before it (a move with the job's 900 s) as much as one begun after.
       if (d.action === 'checkpoint-stop') tasks.capStop(t, d.checkpoint.timeoutSeconds);
+      // A stop without a checkpoint (its job ended) turns a checkpoint-stop under way into a kill now: a task
+      // ignoring the signal would otherwise run, billed, until the job's checkpoint timeout. Anything else busy (a
+      // start) is stopped once done, by a later answer.
+      else if (d.action === 'stop') tasks.cutStopShort(t);
       continue;
     }
     if (d.action === 'run') {

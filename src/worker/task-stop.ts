@@ -6,7 +6,8 @@ import { checkpointOf, type LocalTask } from './task-record.js';
 
 /**
  * Stopping a task on this host: a checkpoint-stop (signal, wait, kill if need be, upload what it left) whose kill a
- * notice may bring forward, or a kill; either ends with the rest of its log stored and the task `stopped`.
+ * notice, or a stop without a checkpoint, may bring forward, or a kill; either ends with the rest of its log stored
+ * and the task `stopped`.
  */
 
 export interface StopSettings {
@@ -17,6 +18,8 @@ export interface StopSettings {
 export class TaskStops {
   /** The checkpoint-stops waiting for their task to exit, by task: what a notice brings forward. */
   private readonly stopDeadlines = new Map<LocalTask, StopDeadline>();
+  /** The checkpoint-stops under way turned into a kill (`cutShort`): their kill is logged as asked, not timed out. */
+  private readonly cut = new Set<LocalTask>();
 
   constructor(private readonly ctx: TaskContext) {}
 
@@ -34,6 +37,21 @@ export class TaskStops {
     return true;
   }
 
+  /**
+   * Turn the checkpoint-stop under way for the task into a kill now: the controller asked to stop it without a
+   * checkpoint (its job ended while it checkpointed), and a task that ignores the signal would otherwise run, and be
+   * billed, until the job's checkpoint timeout. True when a checkpoint-stop of the task was waiting for its exit.
+   */
+  cutShort(t: LocalTask): boolean {
+    const deadline = this.stopDeadlines.get(t);
+    if (deadline === undefined) return false;
+    if (!this.cut.has(t))
+      this.ctx.log.info(`task ${t.taskId}: asked to stop without a checkpoint, killed now`);
+    this.cut.add(t);
+    deadline.atMs = Math.min(deadline.atMs, Date.now());
+    return true;
+  }
+
   async stop(t: LocalTask, checkpoint: boolean, settings: StopSettings): Promise<void> {
     const ctx = this.ctx;
     t.stopRequested = true;
@@ -44,6 +62,7 @@ export class TaskStops {
       const from = Date.now();
       // Brought forward, never back, by a notice arriving while the task winds down (capStop).
       const deadline: StopDeadline = { atMs: from + settings.timeoutSeconds * 1000 };
+      let cut = false;
       this.stopDeadlines.set(t, deadline);
       const result = await checkpointAndStop({
         executor,
@@ -52,7 +71,10 @@ export class TaskStops {
         timeoutSeconds: settings.timeoutSeconds,
         deadline,
         watcher: t.watcher,
-      }).finally(() => this.stopDeadlines.delete(t));
+      }).finally(() => {
+        this.stopDeadlines.delete(t);
+        cut = this.cut.delete(t);
+      });
       if (result.lastManifest !== undefined) t.checkpoint = checkpointOf(t, result.lastManifest);
       if (result.endedBeforeSignal || (result.exitCode === 0 && (await didItAll(ctx, t)))) {
         // It ended as the stop arrived (before the signal, or with its last step done): that end (recorded,
@@ -64,12 +86,14 @@ export class TaskStops {
       }
       ctx.log.info(
         `task ${t.taskId} checkpointed and stopped (${result.outcome} after ${result.elapsedMs} ms)` +
-          (result.outcome === 'killed'
-            ? `: no exit within ${Math.round((deadline.atMs - from) / 1000)} s, killed; ` +
-              (t.checkpoint === undefined
-                ? 'it starts again from the beginning (no checkpoint uploaded)'
-                : 'it resumes from its last uploaded checkpoint')
-            : ''),
+          (result.outcome === 'killed' && cut
+            ? ': killed as its controller asked, without waiting for a checkpoint'
+            : result.outcome === 'killed'
+              ? `: no exit within ${Math.round((deadline.atMs - from) / 1000)} s, killed; ` +
+                (t.checkpoint === undefined
+                  ? 'it starts again from the beginning (no checkpoint uploaded)'
+                  : 'it resumes from its last uploaded checkpoint')
+              : ''),
       );
       if (result.uploadError !== undefined) {
         // Reported with the stop, so the controller tells the job's owner what the move cost: the state the task

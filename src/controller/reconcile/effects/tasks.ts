@@ -102,10 +102,12 @@ export async function performStops(ctx: ReconcileContext): Promise<string[]> {
       });
       continue;
     }
-    // A job that ended while its move waited (a cancel, a sibling's failure): its task stops now, without the move's
-    // checkpoint, as the end's own stop would have (the end left the move's stop in place of one of its own).
+    // A job that ended while its move waited or checkpointed (a cancel, maxRunSeconds, a sibling's failure): its task
+    // stops now, without the move's checkpoint, as the end's own stop would have (the end left the move's stop in
+    // place of one of its own). Read from the store on every pass, so a restarted controller asks the same: a worker
+    // told `stop` while its checkpoint-stop waits for the task's exit kills it at once (task-reconciliation.ts).
     const ended = isFinalJobState(ctx.store.getJob(task.jobId)?.state ?? 'cancelled');
-    const checkpoint = intent.payload.checkpoint && !(ended && task.state === 'running');
+    const checkpoint = intent.payload.checkpoint && !ended;
     // Make before break: a moving task still running works on until its job's new instances are ready.
     if (checkpoint && task.state === 'running') {
       if (!noticed.has(task.jobId) && moveStopWait(ctx, task) !== undefined) continue;
