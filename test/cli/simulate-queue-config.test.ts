@@ -1,6 +1,7 @@
 /**
  * `simulate --queue-config` with what `fleetwise tune` prints: the queue, and the caps and `admitBy` it was tuned
- * under, so the run is the one tune measured unless a flag says otherwise.
+ * under (tune's runs also have co-start, placement between rounds, binding and make-before-break on, as a controller
+ * config has them, which a queue config leaves to simulate's flags).
  */
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
 import { z } from 'zod';
 import { ValidationError } from '../../core/validation.js';
+import { loadControllerConfig } from '../../controller/config-loading.js';
 import {
   addPriceOverridesOption,
   addTraceOptions,
@@ -71,6 +72,10 @@ interface RawTuneOptions {
   readonly parallel?: string;
   readonly json?: boolean;
   readonly out?: string;
+  readonly coStart?: string;
+  readonly placeBetweenRounds?: string;
+  readonly bind?: string;
+  readonly makeBeforeBreak?: string;
 }
 
 export const DEFAULT_TUNE_SAMPLES = 24;
@@ -82,6 +87,43 @@ const TUNE_DEFAULT_ADMIT_BY: AdmitBy = 'plan-cost';
 /** The policy a controller config without `scheduler.name` runs (controller/config.ts), and so tune's default. */
 const CONTROLLER_DEFAULT_SCHEDULER: SchedulerName = 'eva';
 export const TUNE_FILES = { json: 'tune.json', html: 'tune.html' } as const;
+
+/**
+ * The controller's behaviours that change who runs when and where, by tune's flag field (named as simulate's flags)
+ * and the controller config's field. tune runs each as a controller config does unless its flag says otherwise, and
+ * its printed config writes each that differs, so a controller started from it runs what tune measured.
+ */
+const BEHAVIOUR_FIELDS = {
+  coStart: 'coStart',
+  placeBetweenRounds: 'placeBetweenRounds',
+  bind: 'bindBetweenRounds',
+  makeBeforeBreak: 'makeBeforeBreak',
+} as const;
+type Behaviour = keyof typeof BEHAVIOUR_FIELDS;
+type Behaviours = Readonly<Record<Behaviour, boolean>>;
+const BEHAVIOURS: readonly Behaviour[] = ['coStart', 'placeBetweenRounds', 'bind', 'makeBeforeBreak'];
+
+/**
+ * What a controller config that leaves them out runs, read as `simulate --config` reads a config: the defaults
+ * live in the controller config's schema alone. The region is irrelevant to these fields.
+ */
+function controllerBehaviours(): Behaviours {
+  const config = loadControllerConfig({
+    flags: {},
+    env: {},
+    defaultRegion: 'us-east-1',
+    forSimulation: true,
+  });
+  return {
+    coStart: config[BEHAVIOUR_FIELDS.coStart],
+    placeBetweenRounds: config[BEHAVIOUR_FIELDS.placeBetweenRounds],
+    bind: config[BEHAVIOUR_FIELDS.bind],
+    makeBeforeBreak: config[BEHAVIOUR_FIELDS.makeBeforeBreak],
+  };
+}
+
+const onOff = z.enum(['on', 'off']);
+const onOffText = (on: boolean): 'on' | 'off' => (on ? 'on' : 'off');
 
 /** A comma-separated list, each item checked by `item`. */
 const listText = <T extends z.ZodType<unknown, string>>(item: T) =>
@@ -118,6 +160,10 @@ const optionsSchema = z.object({
   parallel: numberText(z.number().int('must be an integer').positive('must be ≥ 1')).optional(),
   json: z.boolean().optional(),
   out: z.string().min(1).optional(),
+  coStart: onOff.optional(),
+  placeBetweenRounds: onOff.optional(),
+  bind: onOff.optional(),
+  makeBeforeBreak: onOff.optional(),
 });
 
 function parseOptions(raw: RawTuneOptions) {
@@ -138,7 +184,21 @@ function parseOptions(raw: RawTuneOptions) {
     ...(o.capDollarsPerHour !== undefined ? { maxCostPerHour: o.capDollarsPerHour } : {}),
     ...(o.capInstances !== undefined ? { maxInstances: o.capInstances } : {}),
   };
-  return { ...o, format: o.format ?? inferFormat(o.trace), caps };
+  const defaults = controllerBehaviours();
+  const flagOr = (flag: 'on' | 'off' | undefined, byDefault: boolean): boolean =>
+    flag === undefined ? byDefault : flag === 'on';
+  const behaviours: Behaviours = {
+    coStart: flagOr(o.coStart, defaults.coStart),
+    placeBetweenRounds: flagOr(o.placeBetweenRounds, defaults.placeBetweenRounds),
+    bind: flagOr(o.bind, defaults.bind),
+    makeBeforeBreak: flagOr(o.makeBeforeBreak, defaults.makeBeforeBreak),
+  };
+  // As simulate refuses it: without placement between rounds nothing is bound, so the flag would do nothing.
+  if (o.bind === 'on' && !behaviours.placeBetweenRounds)
+    throw new ValidationError('--bind', [
+      'binds what is placed between rounds to instances still coming up: needs --place-between-rounds on',
+    ]);
+  return { ...o, format: o.format ?? inferFormat(o.trace), caps, behaviours, defaults };
 }
 
 /**
@@ -217,6 +277,14 @@ function tunedSettingsYaml(
   return scheduler + round + catalog + overrides;
 }
 
+/** Each behaviour tune ran other than a controller config's default, under the config's field for it. */
+function behavioursYaml(ran: Behaviours, defaults: Behaviours): string {
+  const differing = BEHAVIOURS.filter((b) => ran[b] !== defaults[b]);
+  return differing.length === 0
+    ? ''
+    : stringify(Object.fromEntries(differing.map((b) => [BEHAVIOUR_FIELDS[b], ran[b]])));
+}
+
 function capsText(caps: QueueCaps): string {
   return [
     ...(caps.maxCostPerHour !== undefined ? [`$${caps.maxCostPerHour}/hour`] : []),
@@ -254,6 +322,13 @@ async function tune(raw: RawTuneOptions): Promise<void> {
     ...(prices === undefined ? {} : { priceOverrides: prices.overrides }),
     roundSeconds: o.roundSeconds,
     queue: { kind: 'wfq', caps: o.caps, admitBy: o.admitBy, config: c.config, predict: true },
+    // As `simulate --config` runs a controller config's behaviours.
+    starts: {
+      coStart: o.behaviours.coStart,
+      placeBetweenRounds: o.behaviours.placeBetweenRounds,
+      bind: o.behaviours.bind,
+    },
+    makeBeforeBreak: o.behaviours.makeBeforeBreak,
   }));
   const progress = batchProgress(requests.length, 'tune', 'candidates');
   let outcomes: CandidateOutcome[];
@@ -277,7 +352,7 @@ async function tune(raw: RawTuneOptions): Promise<void> {
     );
   const rec = result.recommended;
   // The caps it was tuned under, and how they sized jobs (the controller reads `admitBy` beside its caps), then the
-  // scheduler, period and prices it ran with.
+  // scheduler, period and prices it ran with, and the behaviours it ran other than the controller's defaults.
   const yaml =
     controllerYaml(
       rec.config,
@@ -286,7 +361,8 @@ async function tune(raw: RawTuneOptions): Promise<void> {
         `unfairness ${fmt(rec.unfairness, 1)} %`,
     ) +
     stringify({ caps: { ...o.caps, admitBy: o.admitBy } }, { lineWidth: 0 }) +
-    tunedSettingsYaml(o, prices);
+    tunedSettingsYaml(o, prices) +
+    behavioursYaml(o.behaviours, o.defaults);
 
   // Files first: a reader of stdout gone (`| head`) ends the process at its next write (main.ts), files unwritten.
   // A report that cannot be written (a full disk) loses nothing else: the result still goes to stdout, then the
@@ -304,6 +380,9 @@ async function tune(raw: RawTuneOptions): Promise<void> {
       classes: o.classes.join(','),
       orderings: o.orderings.join(','),
       prefer: o.prefer,
+      ...Object.fromEntries(
+        BEHAVIOURS.map((b) => [b, o[b] ?? `${onOffText(o.behaviours[b])} (controller default)`]),
+      ),
     };
     const report: TuneReport = { settings, ...result, controllerYaml: yaml };
     unwritten = writeTuneReport(o.out, report);
@@ -335,6 +414,9 @@ function writeTuneReport(dir: string, report: TuneReport): OutputFileError | und
 
 /** `fleetwise tune`: search WFQ configs by simulation (PCS §6) and print the Pareto front and a controller config. */
 export function registerTune(program: Command): Command {
+  // Each behaviour's default as its help tells it: a controller config's.
+  const defaults = controllerBehaviours();
+  const shown = (b: Behaviour): string => `default: a controller config's, ${onOffText(defaults[b])}`;
   return addPriceOverridesOption(
     addTraceOptions(
       program
@@ -373,6 +455,24 @@ export function registerTune(program: Command): Command {
       'balanced',
     )
     .option('--parallel <n>', 'simulations at once (default: min(#candidates, available cores))')
+    .option(
+      '--co-start <on|off>',
+      `start a multi-task job's tasks so they are ready together (${shown('coStart')})`,
+    )
+    .option(
+      '--place-between-rounds <on|off>',
+      'place waiting jobs on paid capacity at arrivals and completions instead of at the next round ' +
+        `(${shown('placeBetweenRounds')})`,
+    )
+    .option(
+      '--bind <on|off>',
+      `placement between rounds may bind to instances still coming up (${shown('bind')})`,
+    )
+    .option(
+      '--make-before-break <on|off>',
+      'a job moving to new instances keeps working until they are ready, then checkpoints ' +
+        `(${shown('makeBeforeBreak')})`,
+    )
     .option(
       '--json',
       'print exactly one JSON object {"front":[…],"recommended":{…},"evaluated":[…]} on stdout',
