@@ -10,14 +10,22 @@ import { buildCli } from './build-runs.js';
  */
 
 const MAX_SEEDS = 200;
+/** The largest seed simulate takes (its --seed, a 32-bit unsigned integer). */
+const MAX_SEED = 2 ** 32 - 1;
 
-/** `4-19`, `4,7,9` or a mix (`1-3,8`): distinct non-negative integers, in the order given. */
+/** `4-19`, `4,7,9` or a mix (`1-3,8`): distinct integers from 0 to MAX_SEED, in the order given. */
 export function parseSeedList(text: string): number[] {
   const seeds: number[] = [];
   for (const part of text.split(',')) {
     const m = /^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$/.exec(part);
     if (m === null)
       throw new ValidationError('--seeds', [`"${part.trim()}" is not a seed or a range like 4-19`]);
+    // As typed: a number past 2^53 is no longer itself once read (99999999999999999999 reads as 1e20).
+    for (const digits of [m[1], m[2]])
+      if (digits !== undefined && BigInt(digits) > BigInt(MAX_SEED))
+        throw new ValidationError('--seeds', [
+          `seed ${digits.replace(/^0+(?=\d)/, '')} is above ${MAX_SEED}, the largest seed simulate takes`,
+        ]);
     const from = Number(m[1]);
     const to = m[2] === undefined ? from : Number(m[2]);
     if (to < from) throw new ValidationError('--seeds', [`range ${from}-${to} runs backwards`]);

@@ -10,11 +10,13 @@ import {
   armCaps,
   armCatalogsText,
   armFlagsText,
+  capsShown,
   catalogsDiffer,
   confidenceText,
   differenceText,
   dollarsOrDash,
   isAbsolute,
+  leftOutText,
   metricLabel,
   oneSidedNotes,
   peakShareRange,
@@ -285,7 +287,10 @@ function capColumn(report: ArmsReport, arm: string, header: string, whose: strin
   const catalog = catalogsDiffer(report) ? ` on ${catalogName(report.catalogs[arm] ?? null)}` : '';
   return {
     header,
-    description: `${whose} --cap-dollars-per-hour: ${report.capShare} × the seed's uncapped peak $/h${catalog}.`,
+    description:
+      report.capShare === null
+        ? `${whose} $/h cap, as the arm's flags (--common's with them) set it.`
+        : `${whose} --cap-dollars-per-hour: ${report.capShare} × the seed's uncapped peak $/h${catalog}.`,
     numeric: true,
     cell: (r) => dollarsOrDash(armCaps(report, arm)[r.index]),
   };
@@ -302,7 +307,7 @@ function seedTable(report: ArmsReport, arm: Arm, differences: readonly PairedDif
       cell: (r) => String(r.seed),
     },
     // Arms on different catalogs ran under different caps (each its own catalog's share): a column each.
-    ...(report.capShare === null
+    ...(!capsShown(report, arm.name)
       ? []
       : sameCaps(report, arm.name)
         ? [capColumn(report, arm.name, 'cap $/h', "The run's")]
@@ -367,8 +372,10 @@ export function armsHtml(report: ArmsReport): string {
   });
   // One catalog for every arm is said once; arms on different catalogs each name their own.
   const differ = catalogsDiffer(report);
+  const left = leftOutText(report);
   const settings: Record<string, string | number> = {
     seeds: report.seeds.join(', '),
+    ...(left === null ? {} : { 'left out': (report.leftOut ?? []).map((l) => l.seed).join(', ') }),
     common: report.common.join(' '),
     ...Object.fromEntries(
       report.arms.map((a, i) => [
@@ -388,6 +395,16 @@ export function armsHtml(report: ArmsReport): string {
       bundle: 'full',
     },
     settings,
-    sections,
+    [...(left === null ? [] : [leftOutSection(left)]), ...sections],
+  );
+}
+
+/** The seeds left out and the runs that failed, before the comparisons made without them. */
+function leftOutSection(left: { readonly lead: string; readonly failed: readonly string[] }): string {
+  // Another build's error quotes its stderr, whose lines are kept.
+  const items = left.failed.map((f) => `<li style="white-space: pre-wrap">${escapeXml(f)}</li>`);
+  return (
+    `<section id="left-out"><h2>Seeds left out</h2><p class="lead">${escapeXml(`${left.lead}.`)}</p>` +
+    `<ul class="notes">${items.join('')}</ul></section>`
   );
 }

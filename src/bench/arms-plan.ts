@@ -45,6 +45,12 @@ export interface ArmsPlan {
   readonly referenceRuns: readonly RunRequest[];
   /** With --peaks-from: each reference's peaks, per seed. */
   readonly earlierPeaks: ReadonlyMap<string, readonly number[]> | undefined;
+  /**
+   * Without --cap-share: per arm, the $/h cap its runs take from its flags (a --cap-dollars-per-hour in --common, a
+   * --config's caps.maxCostPerHour); null when they set none, or for another build's arm this build cannot read.
+   * Empty with --cap-share, which sets every arm's caps itself.
+   */
+  readonly fixedCaps: Readonly<Record<string, number | null>>;
 }
 
 /** Trace formats generated from the seed; the others (eva, fleetwise, specs) are read from a file as they are. */
@@ -111,6 +117,23 @@ function referenceRun(
   return reference;
 }
 
+/** The simulate flags naming a file whose caps.maxCostPerHour caps the run. */
+const CAP_FILE_FLAGS = ['--config', '--queue-config'] as const;
+
+/**
+ * With --cap-share the bench sets each run's $/h cap (`--cap-dollars-per-hour`, which simulate lays over a file's):
+ * an arm whose own --config or --queue-config sets one would run under the bench's instead, unseen, and is refused.
+ */
+function refuseOwnDollarCap(arm: Arm, uncapped: RunRequest | undefined): void {
+  const caps = uncapped?.queue?.caps;
+  if (caps?.maxCostPerHour === undefined) return;
+  throw new ValidationError(`--arm ${arm.name}`, [
+    `${caps.sources?.maxCostPerHour ?? `caps.maxCostPerHour (${caps.maxCostPerHour})`}: with --cap-share the bench ` +
+      "caps each run at the share of its seed's uncapped peak, which would replace this cap: leave the cap out of " +
+      'the file, or leave out --cap-share to run each arm under its own cap',
+  ]);
+}
+
 /** A reference: the catalog it runs, the prices laid over it, and the arms capped at shares of its peaks. */
 interface Reference {
   readonly catalog: string;
@@ -173,6 +196,18 @@ export async function planArms(
       }
     })
     .some((seeded) => seeded);
+  // An arm as it would run without the bench's cap (checked above with it, as it runs): its own flags' cap. Only a
+  // file of its own can set one (its --cap-dollars-per-hour is refused): an arm naming none is not planned again.
+  const uncappedArmRun = (a: Arm): RunRequest | undefined => {
+    if (!a.args.some((arg) => CAP_FILE_FLAGS.some((flag) => arg === flag || arg.startsWith(`${flag}=`))))
+      return undefined;
+    try {
+      return planRun([...seedArgs(first), ...common, ...a.args], `--arm ${a.name}`, a.name);
+    } catch {
+      // Flags that need a cap to be taken set none of their own.
+      return undefined;
+    }
+  };
   const catalogs = Object.fromEntries(
     arms.map((a) => {
       const request = armRuns.get(a.name);
@@ -197,6 +232,9 @@ export async function planArms(
       referenceKeys: [],
       referenceRuns: [],
       earlierPeaks: undefined,
+      fixedCaps: Object.fromEntries(
+        arms.map((a) => [a.name, armRuns.get(a.name)?.queue?.caps.maxCostPerHour ?? null]),
+      ),
     };
 
   // --cap-share: the uncapped reference is the --common flags alone, on their own catalog and on each other catalog an
@@ -215,6 +253,8 @@ export async function planArms(
     return request;
   };
   const firstReference = plannedReference(undefined, first);
+  // The --common flags cap nothing (the reference says so), but an arm's own file may.
+  for (const a of arms) refuseOwnDollarCap(a, builds.has(a.name) ? armRuns.get(a.name) : uncappedArmRun(a));
   const commonPrices = firstReference.priceOverrides;
   const referenceCatalog = runCatalog(firstReference);
   const references = new Map<string, Reference>([
@@ -266,5 +306,6 @@ export async function planArms(
     referenceKeys: [...references.keys()],
     referenceRuns,
     earlierPeaks,
+    fixedCaps: {},
   };
 }

@@ -13,9 +13,27 @@ export interface Arm {
   readonly args: readonly string[];
 }
 
+/** A run that failed: its label (`seed 6 b`, `seed 6 uncapped`) and its error, that label not repeated. */
+export interface FailedRun {
+  readonly run: string;
+  readonly error: string;
+}
+
+/** A seed asked for but left out of the comparison: its runs that failed (its others were not made, or not kept). */
+export interface LeftOutSeed {
+  readonly seed: number;
+  readonly failed: readonly FailedRun[];
+}
+
 /** What `bench arms --json` prints. */
 export interface ArmsReport {
+  /** The seeds compared: every arm ran on each. Every per-seed figure below is in their order. */
   readonly seeds: readonly number[];
+  /**
+   * The seeds of --seeds left out because a run of theirs failed (an arm's, or the uncapped reference its caps come
+   * from), in the order given. Absent in reports written before.
+   */
+  readonly leftOut?: readonly LeftOutSeed[];
   readonly common: readonly string[];
   readonly arms: readonly Arm[];
   /** Arms run with another build (`--build`): arm name → that build's directory. */
@@ -35,6 +53,10 @@ export interface ArmsReport {
   /** With --cap-share: the catalog the --common flags alone run (absolute). */
   readonly referenceCatalog: string | null;
   readonly uncappedPeakBySeed: readonly (number | null)[];
+  /**
+   * Per seed, the $/h cap: with --cap-share, the share of `uncappedPeakBySeed`; without it, the one every arm's own
+   * flags set (a --cap-dollars-per-hour in --common), null when they set none or not all the same one.
+   */
   readonly capBySeed: readonly (number | null)[];
   /**
    * With --cap-share: per catalog the arms or the reference run, per seed, the --common flags' uncapped peak on it.
@@ -42,7 +64,10 @@ export interface ArmsReport {
    * catalog's key followed by ` with price overrides {…}`: those flags' peak on its catalog at its prices.
    */
   readonly uncappedPeakByCatalog: Readonly<Record<string, readonly (number | null)[]>>;
-  /** Per arm, per seed: the cap it ran under (null without --cap-share). */
+  /**
+   * Per arm, per seed: the $/h cap it ran under, with --cap-share the share of its reference's peak, else the one its
+   * flags set; null when uncapped, or when this build cannot read another build's arm's flags.
+   */
   readonly capBySeedByArm: Readonly<Record<string, readonly (number | null)[]>>;
   /**
    * With --cap-share: per arm, the key of `uncappedPeakByCatalog` its caps are the share of; empty without it. Absent
@@ -185,6 +210,11 @@ export function armCaps(report: ArmsReport, arm: string): readonly (number | nul
   return report.capBySeedByArm[arm] ?? report.capBySeed;
 }
 
+/** Whether the arm or the baseline ran under a $/h cap (--cap-share's, or their flags'): the tables show the caps. */
+export function capsShown(report: ArmsReport, arm: string): boolean {
+  return [report.baseline, arm].some((name) => armCaps(report, name).some((cap) => cap !== null));
+}
+
 /** Whether arm and baseline ran under the same cap on every seed (the same catalog's peak, or no caps). */
 export function sameCaps(report: ArmsReport, arm: string): boolean {
   const base = armCaps(report, report.baseline);
@@ -227,4 +257,30 @@ export function peakShareRange(report: ArmsReport, arm: string): { min: number; 
     })
     .filter((x): x is number => x !== null);
   return shares.length === 0 ? null : { min: Math.min(...shares), max: Math.max(...shares) };
+}
+
+/** `seed 6` or `seeds 4, 6`. */
+export function seedsText(seeds: readonly number[]): string {
+  return `seed${seeds.length === 1 ? '' : 's'} ${seeds.join(', ')}`;
+}
+
+/** A failed run as the reports name it: `seed 6 b: exited with 1: …`. */
+export function failedRunText(failed: FailedRun): string {
+  return `${failed.run}: ${failed.error}`;
+}
+
+/**
+ * What the reports say of the seeds left out, when some were: a sentence (`seed 6 left out: a run failed; the arms
+ * are compared on seeds 4, 5`), then each failed run; null when none was.
+ */
+export function leftOutText(report: ArmsReport): { readonly lead: string; readonly failed: string[] } | null {
+  const leftOut = report.leftOut ?? [];
+  if (leftOut.length === 0) return null;
+  const runs = leftOut.flatMap((l) => l.failed);
+  return {
+    lead:
+      `${seedsText(leftOut.map((l) => l.seed))} left out: ${runs.length === 1 ? 'a run' : `${runs.length} runs`} ` +
+      `failed; the arms are compared on ${report.seeds.length === 0 ? 'no seed' : seedsText(report.seeds)}`,
+    failed: runs.map(failedRunText),
+  };
 }

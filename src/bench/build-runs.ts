@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { ValidationError } from '../core/validation.js';
-import { runInLanes } from '../sim/run-pool.js';
+import { settleInLanes, type Settled } from '../sim/run-pool.js';
 import { stopProcesses } from './stop-processes.js';
 import { COMPARED_METRICS, type ArmFigures, type ComparedMetric } from './paired-arms.js';
 
@@ -98,12 +98,11 @@ export function killBuildRunsNow(): void {
 /** How much of a failed run's stderr its error quotes (the end, where the reason is). */
 const STDERR_TAIL = 2000;
 
-function runOne(run: BuildRun, children: Set<ChildProcess>): Promise<ArmFigures> {
+function runOne(run: BuildRun): Promise<ArmFigures> {
   return new Promise((done, fail) => {
     const child = spawn(process.execPath, [run.cli, 'simulate', ...run.args], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    children.add(child);
     liveChildren.add(child);
     const out: Buffer[] = [];
     let err = '';
@@ -112,13 +111,11 @@ function runOne(run: BuildRun, children: Set<ChildProcess>): Promise<ArmFigures>
       err = (err + chunk.toString('utf8')).slice(-STDERR_TAIL);
     });
     child.on('error', (e) => {
-      children.delete(child);
       liveChildren.delete(child);
       if (stopping) return;
       fail(new Error(`${run.label}: ${e.message}`));
     });
     child.on('close', (code, signal) => {
-      children.delete(child);
       liveChildren.delete(child);
       if (stopping) return;
       if (code !== 0) {
@@ -135,26 +132,24 @@ function runOne(run: BuildRun, children: Set<ChildProcess>): Promise<ArmFigures>
 }
 
 /**
- * Run each in its own subprocess, at most `parallel` at once; figures come back in the runs' order. The first failure
- * rejects and kills the others.
+ * Run each in its own subprocess, at most `parallel` at once, each whatever the others do (one build's failure on one
+ * seed loses no other run): every run's figures or failure, in the runs' order; `onSettled` hears each as it ends.
  */
-export async function runBuilds(
+export function runBuilds(
   runs: readonly BuildRun[],
   parallel: number,
-  onDone: (index: number) => void = () => undefined,
-): Promise<ArmFigures[]> {
-  const figures = new Array<ArmFigures>(runs.length);
-  const children = new Set<ChildProcess>();
-  await runInLanes(
-    runs.length,
-    parallel,
-    async (index) => {
-      figures[index] = await runOne(runs[index] as BuildRun, children);
-      onDone(index);
-    },
-    () => {
-      for (const child of children) child.kill();
-    },
-  );
-  return figures;
+  onSettled: (index: number, outcome: Settled<ArmFigures>) => void = () => undefined,
+): Promise<Settled<ArmFigures>[]> {
+  return settleInLanes(runs.length, parallel, async (index) => {
+    let figures: ArmFigures;
+    try {
+      figures = await runOne(runs[index] as BuildRun);
+    } catch (e) {
+      const error = e instanceof Error ? e : new Error(String(e));
+      onSettled(index, { ok: false, error });
+      throw error;
+    }
+    onSettled(index, { ok: true, value: figures });
+    return figures;
+  });
 }

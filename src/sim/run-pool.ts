@@ -11,7 +11,13 @@ export interface RunPoolListener {
   onStart?(index: number): void;
   onProgress?(index: number, fraction: number): void;
   onDone?(index: number, result: RunResult): void;
+  /** Run `index` failed (`settleInWorkers`; `runInWorkers` rejects with the failure instead). */
+  onFailed?(index: number, error: Error): void;
 }
+
+/** One run's outcome where every run goes on whatever the others do: its value, or why it failed. */
+export type Settled<T> =
+  { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: Error };
 
 /** The default: as many workers as runs, at most one per available core. */
 export function defaultParallelism(runs: number): number {
@@ -88,6 +94,31 @@ export async function runInLanes(
 }
 
 /**
+ * Call `runOne(index)` for indices 0…count−1 with at most `parallel` under way, in order of index, each whatever the
+ * others do (a failure stops nothing): every outcome, in order of index.
+ */
+export async function settleInLanes<T>(
+  count: number,
+  parallel: number,
+  runOne: (index: number) => Promise<T>,
+): Promise<Settled<T>[]> {
+  const outcomes = new Array<Settled<T>>(count);
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < count) {
+      const index = next++;
+      try {
+        outcomes[index] = { ok: true, value: await runOne(index) };
+      } catch (e) {
+        outcomes[index] = { ok: false, error: e instanceof Error ? e : new Error(String(e)) };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(parallel, count)) }, lane));
+  return outcomes;
+}
+
+/**
  * Run each request in its own worker thread, at most `parallel` at once; results come back in request order.
  * The first failure rejects and stops the other workers.
  */
@@ -109,4 +140,29 @@ export async function runInWorkers(
     () => Promise.all([...active].map((w) => w.terminate())),
   );
   return results;
+}
+
+/**
+ * As `runInWorkers`, but a failed run stops no other: every run's outcome, in request order, for a batch whose other
+ * runs are worth having without it (`bench arms` compares the seeds whose runs all ended).
+ */
+export function settleInWorkers(
+  requests: readonly RunRequest[],
+  parallel: number,
+  listener: RunPoolListener = {},
+): Promise<Settled<RunResult>[]> {
+  // Each worker ends itself as its run settles: none is left to stop.
+  const active = new Set<Worker>();
+  return settleInLanes(requests.length, parallel, async (index) => {
+    let result: RunResult;
+    try {
+      result = await runOne(requests[index] as RunRequest, index, listener, active);
+    } catch (e) {
+      const error = e instanceof Error ? e : new Error(String(e));
+      listener.onFailed?.(index, error);
+      throw error;
+    }
+    listener.onDone?.(index, result);
+    return result;
+  });
 }

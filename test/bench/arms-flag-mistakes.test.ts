@@ -96,11 +96,12 @@ describe('bench arms, a flag without its value', () => {
     const sent: BuildRun[] = [];
     const figures: ArmFigures = { totalCost: 1, meanJctHours: 1, peakCostPerHour: 1 };
     await runArms(arms, plan, planSimulateRun, {
-      run: (batch) => Promise.resolve(batch.map(() => figures)),
+      run: (batch) => Promise.resolve(batch.map(() => ({ ok: true, value: figures }))),
       runOther: (batch) => {
         sent.push(...batch);
-        return Promise.resolve(batch.map(() => figures));
+        return Promise.resolve(batch.map(() => ({ ok: true, value: figures })));
       },
+      skip: () => undefined,
     });
     expect(sent.map((r) => r.args)).toEqual([['--json', '--seed', '5', ...COMMON, '--queue']]);
   });

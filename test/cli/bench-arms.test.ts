@@ -312,10 +312,11 @@ describe('fleetwise bench arms', () => {
       '--arm',
       'srpt=--queue srpt',
     ]);
-    // Refused before it runs as bad input (exit 2), naming the cap, rather than found out at the run's time limit.
+    // Refused before it runs as bad input (exit 2), naming the cap as it was set, rather than found out at the run's
+    // time limit; every arm's run, as no seed is left to compare.
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(
-      /fleetwise: invalid input: seed 5 (fifo|srpt): --cap-dollars-per-hour [\d.]+\n\s+- \d+ of \d+ jobs can never be admitted/,
+      /fleetwise: invalid input: every seed lost a run: nothing to compare \(2 runs failed\)\n {2}- seed 5 fifo: --cap-share 0\.5 × seed 5's uncapped peak \$[\d.]+\/h = \$[\d.]+\/h: \d+ of \d+ jobs can never be admitted/,
     );
     expect(r.stdout).toBe('');
   }, 60_000);
@@ -505,6 +506,13 @@ describe('bench arms input', () => {
     expect(() => parseSeedList('3,3')).toThrow(/seed 3 is named twice/);
     expect(() => parseSeedList('x')).toThrow(/"x" is not a seed or a range/);
     expect(() => parseSeedList('0-500')).toThrow(/at most 200 seeds/);
+    // Up to the simulator's largest seed, each read as typed.
+    expect(parseSeedList('4294967295')).toEqual([4294967295]);
+    expect(() => parseSeedList('4294967296')).toThrow(/seed 4294967296 is above 4294967295/);
+    expect(() => parseSeedList('99999999999999999999')).toThrow(
+      /seed 99999999999999999999 is above 4294967295/,
+    );
+    expect(() => parseSeedList('1,4294967290-004294967296')).toThrow(/seed 4294967296 is above/);
   });
 
   it('splits an arm as a shell would, expanding nothing', () => {

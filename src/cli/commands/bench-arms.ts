@@ -10,10 +10,13 @@ import {
   armCaps,
   armCatalogsText,
   armFlagsText,
+  capsShown,
   confidenceText,
   differenceText,
   dollarsOrDash,
+  failedRunText,
   isAbsolute,
+  leftOutText,
   metricLabel,
   oneSidedNotes,
   peakShareRange,
@@ -22,15 +25,22 @@ import {
   seedDifferences,
   type ArmsReport,
 } from '../../bench/arms-report.js';
-import { armsRunCount, runArms } from '../../bench/arms-runs.js';
+import {
+  armsRunCount,
+  failedRun,
+  runArms,
+  type ArmsOutcome,
+  type RunFailure,
+} from '../../bench/arms-runs.js';
 import { killBuildRunsNow, runBuilds, stopBuildRuns, type BuildRun } from '../../bench/build-runs.js';
 import { ignoreStderrErrors, onBenchStopSignals } from './bench-process.js';
 import type { ArmFigures } from '../../bench/paired-arms.js';
 import { ValidationError } from '../../core/validation.js';
 import { runRecord } from '../../sim/report/normalize.js';
-import { defaultParallelism, runInWorkers } from '../../sim/run-pool.js';
+import { defaultParallelism, settleInWorkers, type Settled } from '../../sim/run-pool.js';
 import type { RunRequest } from '../../sim/run-request.js';
 import type { OutputFileError } from '../atomic-file.js';
+import { FailureWithLines } from '../client-errors.js';
 import { batchProgress } from '../batch-progress.js';
 import { writeOutputFiles } from '../output-files.js';
 import { checkOutputDirectory } from '../output-target.js';
@@ -117,14 +127,20 @@ const PEAK_LABEL = 'peak ÷ cap';
  */
 export function armsText(report: ArmsReport): string {
   const out: string[] = [];
+  const left = leftOutText(report);
+  // An error may run over several lines (another build's stderr): they stay under their run.
+  if (left !== null) out.push(left.lead, ...left.failed.map((f) => `  ${f.replace(/\n/g, '\n    ')}`), '');
   const base = report.runs[report.baseline] ?? [];
   for (const arm of report.arms.slice(1)) {
     const runs = report.runs[arm.name] ?? [];
     const differences = report.comparisons[arm.name] ?? [];
     // Arms on different catalogs or at other prices ran under different caps (each its own reference's share): a
     // column each.
-    const capArms =
-      report.capShare === null ? [] : sameCaps(report, arm.name) ? [null] : [report.baseline, arm.name];
+    const capArms = !capsShown(report, arm.name)
+      ? []
+      : sameCaps(report, arm.name)
+        ? [null]
+        : [report.baseline, arm.name];
     const headers = [
       'seed',
       ...capArms.map((name) => (name === null ? 'cap $/h' : `cap $/h ${name}`)),
@@ -196,15 +212,27 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
   ignoreStderrErrors();
   process.on('exit', killBuildRunsNow);
   const progress = batchProgress(total, 'bench arms', 'runs');
-  const run = async (batch: readonly RunRequest[], offset: number): Promise<ArmFigures[]> => {
-    const results = await runInWorkers(batch, parallel, {
-      onProgress: (index, fraction) => progress.advance(offset + index, fraction),
-      onDone: (index) => progress.done(offset + index, batch[index]?.label ?? ''),
+  // A failed run's progress line says so; the report names its error.
+  const settled = (label: string | undefined, ok: boolean): string =>
+    `${label ?? ''}${ok ? '' : ' (failed)'}`;
+  const run = async (
+    batch: readonly RunRequest[],
+    indices: readonly number[],
+  ): Promise<Settled<ArmFigures>[]> => {
+    const at = (index: number): number => indices[index] as number;
+    const outcomes = await settleInWorkers(batch, parallel, {
+      onProgress: (index, fraction) => progress.advance(at(index), fraction),
+      onDone: (index) => progress.done(at(index), settled(batch[index]?.label, true)),
+      onFailed: (index) => progress.done(at(index), settled(batch[index]?.label, false)),
     });
-    return results.map((r) => runRecord(r));
+    return outcomes.map((o) => (o.ok ? { ok: true, value: runRecord(o.value) } : o));
   };
-  const runOther = (batch: readonly BuildRun[], offset: number): Promise<ArmFigures[]> =>
-    runBuilds(batch, parallel, (index) => progress.done(offset + index, batch[index]?.label ?? ''));
+  const runOther = (batch: readonly BuildRun[], indices: readonly number[]): Promise<Settled<ArmFigures>[]> =>
+    runBuilds(batch, parallel, (index, outcome) =>
+      progress.done(indices[index] as number, settled(batch[index]?.label, outcome.ok)),
+    );
+  // A run not made still counts as done, or the time left would wait for it.
+  const skip = (index: number, label: string): void => progress.done(index, `${label} (not run)`);
   // Stopped by a signal: the other builds' runs are subprocesses, which a signal sent to this process alone (not to
   // its group, as a terminal's Ctrl-C is) would leave running; this build's runs are threads and end with it.
   // A second signal while the runs stop changes nothing: the first decides the exit.
@@ -218,13 +246,15 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
     void stopBuildRuns().then(exit, exit);
   };
   const stopListening = onBenchStopSignals(stopped);
-  let report: ArmsReport;
+  let outcome: ArmsOutcome;
   try {
-    report = await runArms(input, plan, planSimulateRun, { run, runOther });
+    outcome = await runArms(input, plan, planSimulateRun, { run, runOther, skip });
   } finally {
     stopListening();
     progress.stop();
   }
+  const { report, failures } = outcome;
+  if (report.seeds.length === 0) throw noSeedLeft(failures);
   // Files first: a reader of stdout gone (`| head`) ends the process at its next write (main.ts), files unwritten.
   // Both or neither; a failed write (a full disk) loses nothing else: the report still goes to stdout, then the
   // failure ends the command.
@@ -240,6 +270,27 @@ async function benchArms(raw: RawArmsOptions): Promise<void> {
   }
   process.stdout.write(o.json === true ? `${JSON.stringify(report)}\n` : armsText(report));
   if (unwritten !== undefined) throw unwritten;
+  // A comparison on fewer seeds than asked is no success: the report is out, and the exit says some runs failed.
+  if (failures.length > 0)
+    throw new FailureWithLines(
+      leftOutText(report)?.lead ?? `${failures.length} runs failed`,
+      failures.map((f) => failedRunText(failedRun(f))),
+      failures[0]?.error,
+    );
+}
+
+/**
+ * Every seed lost a run, so nothing can be compared: one failure as it is (a run refused as bad input exits 2),
+ * several named one a line, as bad input when every one is (a cap no job fits under on every seed).
+ */
+function noSeedLeft(failures: readonly RunFailure[]): Error {
+  const [only] = failures;
+  if (only !== undefined && failures.length === 1) return only.error;
+  const lines = failures.map((f) => failedRunText(failedRun(f)));
+  const headline = `every seed lost a run: nothing to compare (${failures.length} runs failed)`;
+  return failures.every((f) => f.error instanceof ValidationError)
+    ? new ValidationError(headline, lines)
+    : new FailureWithLines(headline, lines, only?.error);
 }
 
 export const ARMS_FILES = { json: 'arms.json', html: 'arms.html' } as const;
