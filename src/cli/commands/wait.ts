@@ -9,7 +9,8 @@ import { readJobs } from '../job-reads.js';
 import { FleetwiseClient } from '../client.js';
 import { addConnectionOptions, type ConnectionOptions } from '../client-connection.js';
 import type { JobDocumentResponse, JobSummaryResponse } from '../api-responses.js';
-import type { JobDocument, JobSummary } from '../../controller/api/views.js';
+import type { JobDocumentAnswer } from '../../controller/api/routes-jobs.js';
+import type { JobSummary } from '../../controller/api/views.js';
 import { arrayName } from './job.js';
 import { pollIntervalOption, ReadsThroughRestarts, sleep } from '../poll.js';
 import { formatIdList, printJson } from '../table.js';
@@ -54,7 +55,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  * The fields a job's document has beyond its summary: dropped, so `--json` prints each job in one shape whether it was
  * read by its id or, with --array, from the listing: the job's summary, as the API lists jobs.
  */
-const DOCUMENT_ONLY: Readonly<Record<Exclude<keyof JobDocument, keyof JobSummary>, true>> = {
+const DOCUMENT_ONLY: Readonly<Record<Exclude<keyof JobDocumentAnswer, keyof JobSummary>, true>> = {
   spec: true,
   instances: true,
   tasks: true,
@@ -66,6 +67,7 @@ const DOCUMENT_ONLY: Readonly<Record<Exclude<keyof JobDocument, keyof JobSummary
   coStart: true,
   dependencies: true,
   startsNoEarlierThanSeconds: true,
+  latestWait: true,
 };
 
 function summaryOf(document: JobDocumentResponse): JobSummaryResponse {

@@ -20,7 +20,7 @@ import { sinceQueryParam } from './since.js';
 import type { ApiContext, RouteTable } from './routing.js';
 import { dryRunView, requireUploadedContexts, specFromBody } from './submission.js';
 import { arraySubmissionSize, JOB_ID_PATTERN, type JobSpec } from '../job-spec/spec.js';
-import { jobDocument, jobSummary, visibleJobIds, whyForScope } from './views.js';
+import { jobDocument, jobSummary, visibleJobIds, whyForScope, type JobDocument } from './views.js';
 import { jobMarket, waitInWords } from '../explain.js';
 import type { JobQueueView } from '../../queue/admission-views.js';
 import { NO_CAPACITY } from '../../round/capacity-holds.js';
@@ -119,6 +119,9 @@ export interface LatestWaitView {
   /** The latest recorded round lists the same wait: the job's decision records already say it. */
   readonly recorded: boolean;
 }
+
+/** `GET /v1/jobs/{id}`: the job's document, with its wait in the latest round. */
+export type JobDocumentAnswer = JobDocument & { readonly latestWait: LatestWaitView | null };
 
 /**
  * The job's wait in the latest round, planned or not, or null when that round did not keep it waiting. Only a queued
@@ -339,11 +342,12 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
       const job = visibleJob(context, context.principal(request), id);
       const document = jobDocument(store, job, predicting());
       const waits = latestWaits();
-      return {
+      const answer: JobDocumentAnswer = {
         ...document,
         queue: shownQueue(document.queue, job, waits.get(job.id)),
         latestWait: latestWaitView(store, job, waits),
       };
+      return answer;
     },
   });
 
