@@ -5,12 +5,8 @@ import { ReconcileContext, type ReconcilerDeps } from './reconcile/context.js';
 import { Launches } from './reconcile/effects/launches.js';
 import { PlacementGroupCleanup } from './reconcile/effects/placement-groups.js';
 import { checkRegistrations } from './reconcile/effects/registrations.js';
-import {
-  performStarts,
-  performStops,
-  pollTaskStatuses,
-  stopTasksOfEndedJobs,
-} from './reconcile/effects/tasks.js';
+import { performStarts, performStops, stopTasksOfEndedJobs } from './reconcile/effects/tasks.js';
+import { pollTaskStatuses } from './reconcile/effects/task-endings.js';
 import { performTerminations } from './reconcile/effects/terminations.js';
 import {
   applyBetweenRoundsStarts,
