@@ -139,12 +139,22 @@ export async function startLocalController(
   options: LocalControllerOptions = {},
 ): Promise<StartedController> {
   const started = await spawnLocalController(stateDir, options);
-  await until(
+  // A controller that exits first (a bad flag, a state directory it cannot use) fails the start at once, with what it
+  // said: 'close' comes once its output is read to the end.
+  let closed: { readonly code: number | null; readonly signal: NodeJS.Signals | null } | undefined;
+  started.process.once('close', (code, signal) => (closed = { code, signal }));
+  const outcome = await until(
     'the controller API',
-    () => (started.stdout().includes('API http://') ? true : undefined),
+    () =>
+      started.stdout().includes('API http://') ? 'serving' : closed !== undefined ? 'exited' : undefined,
     CONTROLLER_START_TIMEOUT_MS,
     () => started.diagnostics(),
   );
+  if (outcome === 'exited')
+    throw new Error(
+      `the controller exited (${closed?.code ?? closed?.signal}) before it served its API; its stderr:\n` +
+        started.stderr(),
+    );
   return started;
 }
 
