@@ -3,7 +3,11 @@ import { z } from 'zod';
 import type { ObjectStore } from '../storage/object-store.js';
 import { sleepUnlessAborted } from '../storage/retry.js';
 import type { InterruptionNotice } from '../protocol/worker-protocol.js';
-import { ControllerRequestError } from './controller-client.js';
+import {
+  ControllerRequestError,
+  type HeartbeatAnswer,
+  type RefusedDesiredTask,
+} from './controller-client.js';
 import { DEFAULT_GIVE_UP_AFTER_SECONDS, type AgentLogger, type AgentOptions } from './agent-options.js';
 import { InstanceRegistrar } from './instance-registration.js';
 import { NoticeResponse } from './notice-response.js';
@@ -35,6 +39,12 @@ import { forgetWorkerExit, recordWorkerExit } from './worker-exit-file.js';
  * A spot interruption notice (interruption-notices.ts: EC2 reclaims the instance about two minutes later) makes the agent
  * checkpoint and stop every task at once, uploading the checkpoints, heartbeat at once to tell the controller (which
  * moves the tasks elsewhere), and start nothing more on this host; a rebalance recommendation is only reported.
+ *
+ * An answer this worker cannot use (a newer or older controller: an action it does not know, a malformed spec) is
+ * refused, the controller having answered all the same: it is no reason to give up on it. A desired task it cannot
+ * use is refused alone and the rest carried out, unless it names a task on this host (or no task it can read), which
+ * the rest carried out would take for one the controller no longer wants: then nothing changes here. Refusals are
+ * logged once, then at most every 30 s while they repeat.
  *
  * A task exiting 0 on its own has succeeded; any other exit failed (the reason carries the exit code and its last
  * output lines). Logs go to the object store (`logs/<job>/…`, each run as segments holding what is new) while the task runs and when it ends,
@@ -71,6 +81,8 @@ export class WorkerAgent {
   private lastFailureLogMs: number | undefined;
   /** The controller answered the last failed request (it refused it) rather than not answering at all. */
   private lastFailureAnswered = false;
+  /** The refusal of the controller's answers under way: what was logged, since when, and when it was last logged. */
+  private refusing: { text: string; sinceMs: number; loggedMs: number } | undefined;
   /** This process's run, in every heartbeat with its number (`heartbeatSeq`): the controller's order of them. */
   private readonly bootId = randomUUID();
   private heartbeatSeq = 0;
@@ -145,9 +157,9 @@ export class WorkerAgent {
             );
           this.store = undefined; // register again (a refused registration is a failure)
         } else if (e instanceof z.ZodError)
-          // A controller answer this worker cannot use (a newer/older protocol, a bad spec): refuse it whole, change
-          // nothing, keep heartbeating (the next answer may be fine), and say which field is wrong.
-          this.log.warn(
+          // An answer this worker cannot use outside a heartbeat's (tick() takes those): change nothing, keep trying
+          // (the next answer may be fine), and say which field is wrong.
+          this.refusal(
             `refused the controller's answer (nothing changed on this host): ${describeIssues(e)}`,
           );
         else this.failed(e as Error, giveUpMs);
@@ -287,21 +299,58 @@ export class WorkerAgent {
     const reports = this.adopted ? this.tasks.reports() : await this.tasks.recordedReports();
     const probe = this.options.latencyProbe;
     const network = probe?.heartbeatReport();
-    const answer = await this.options.connection.heartbeat({
-      ...this.nextOrder(),
-      tasks: reports,
-      ...(network === undefined ? {} : { network: { ...network, rtts: network.rtts ?? [] } }),
-      ...(this.notices.current === undefined ? {} : { interruption: this.notices.current }),
-    });
+    let answer: HeartbeatAnswer;
+    try {
+      answer = await this.options.connection.heartbeat({
+        ...this.nextOrder(),
+        tasks: reports,
+        ...(network === undefined ? {} : { network: { ...network, rtts: network.rtts ?? [] } }),
+        ...(this.notices.current === undefined ? {} : { interruption: this.notices.current }),
+      });
+    } catch (e) {
+      if (!(e instanceof z.ZodError)) throw e;
+      // The controller answered, with nothing this worker can use (a newer or older protocol): it is there, so this
+      // heartbeat counts as contact, and nothing changes here (the next answer may be fine).
+      this.refusal(`refused the controller's answer (nothing changed on this host): ${describeIssues(e)}`);
+      return;
+    }
     probe?.setPeers(answer.peers ?? []);
+    const refused = answer.refused ?? [];
+    // Were the rest carried out, a refused task on this host would be taken for one the controller no longer wants,
+    // and stopped; a refused task without a readable id may be any of them.
+    const heldBy = refused.find((r) => r.taskId === undefined || this.tasks.get(r.taskId) !== undefined);
+    if (refused.length === 0) this.refusalsEnded();
+    else this.refusal(describeRefusedTasks(refused, heldBy));
     // Every start, stop and log read needs the executor: nothing changes here until it answers again (a start now
     // would fail the task for this host's fault, a stop would leave it half-done).
     if (executorDown !== undefined) return;
-    reconcileTasks(
-      { tasks: this.tasks, log: this.log, evacuating: () => this.notices.evacuating() },
-      answer.tasks,
-    );
+    if (heldBy === undefined)
+      reconcileTasks(
+        { tasks: this.tasks, log: this.log, evacuating: () => this.notices.evacuating() },
+        answer.tasks,
+      );
     this.tasks.shipRunningLogs();
+  }
+
+  /** A refusal of the controller's answer, logged at once, then, while the same one repeats, at most every 30 s. */
+  private refusal(text: string): void {
+    const now = Date.now();
+    const r = this.refusing;
+    if (r?.text !== text) {
+      this.refusing = { text, sinceMs: now, loggedMs: now };
+      this.log.warn(text);
+      return;
+    }
+    if (now - r.loggedMs < FAILURE_LOG_EVERY_MS) return;
+    r.loggedMs = now;
+    this.log.warn(`${text} (for ${Math.round((now - r.sinceMs) / 1000)} s)`);
+  }
+
+  /** An answer taken whole: a refusal logged before has ended. */
+  private refusalsEnded(): void {
+    if (this.refusing === undefined) return;
+    this.refusing = undefined;
+    this.log.info(`the controller's answers are taken again`);
   }
 
   /**
@@ -349,6 +398,28 @@ export class WorkerAgent {
   async settle(): Promise<void> {
     await this.tasks.settle();
   }
+}
+
+/** What was refused of an answer and why; `heldBy`: the refused task that kept the rest from being carried out. */
+function describeRefusedTasks(
+  refused: readonly RefusedDesiredTask[],
+  heldBy: RefusedDesiredTask | undefined,
+): string {
+  const issues = refused
+    .slice(0, 5)
+    .map((r) => describeIssues(r.error, `tasks.${r.index}`))
+    .join('; ');
+  const more = refused.length > 5 ? `; and ${refused.length - 5} more task(s)` : '';
+  const which = refused.map((r) => r.taskId ?? `tasks.${r.index}`).join(', ');
+  const done =
+    heldBy === undefined
+      ? `${which} left alone, the others carried out`
+      : `nothing changed on this host: ${
+          heldBy.taskId === undefined
+            ? `tasks.${heldBy.index} names no task id this worker can read`
+            : `${heldBy.taskId} is on this host`
+        }`;
+  return `refused the controller's answer for ${refused.length} task(s) (${done}): ${issues}${more}`;
 }
 
 function describeStopped(taskIds: readonly string[]): string {

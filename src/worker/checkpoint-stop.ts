@@ -1,6 +1,8 @@
+import { constants } from 'node:os';
 import type { CheckpointManifest } from './checkpoints.js';
 import type { CheckpointWatcher } from './checkpoint-watcher.js';
-import type { Executor } from './executor.js';
+import { SIGKILL_EXIT_CODE, type Executor } from './executor.js';
+import { SIGTERM_EXIT_CODE } from './outside-stops.js';
 
 /** A checkpoint-stop of a task: the first half of a move, on the instance it leaves. */
 
@@ -33,6 +35,11 @@ export interface CheckpointAndStopResult {
   /** The final upload failed (`CheckpointWatcher.finalUploadError`): the task resumes from `lastManifest`, if any. */
   readonly uploadError: Error | undefined;
   readonly elapsedMs: number;
+  /**
+   * Only a checkpoint the task marked COMPLETE was taken from what it left: it was killed, or its exit code says a
+   * signal ended it (137, 143, 128 + the stop's signal), so an unmarked state may be torn mid-write.
+   */
+  readonly markedOnly: boolean;
   /**
    * The task had exited on its own before the signal was sent (it ended as the stop arrived): its exit is its end,
    * a success or a failure, not a checkpoint for a move.
@@ -73,11 +80,13 @@ export async function checkpointAndStop(options: CheckpointAndStopOptions): Prom
       await new Promise((r) => setTimeout(r, Math.min(pollMs, Math.max(1, deadline.atMs - Date.now()))));
     }
   }
+  // A task killed, or ended by a signal it does not handle (or traps with `exit 143`), may have died mid-rewrite of
+  // its state: an unmarked directory then is no checkpoint, and uploaded it would be the restore's newest.
+  const markedOnly = outcome === 'killed' || (!endedBeforeSignal && diedOfSignal(exitCode, options.signal));
   if (watcher !== undefined) {
     await watcher.stop();
-    // A killed task's directory may be torn mid-write; only a marked (or, for unmarked tasks, changed) state is taken.
-    if (outcome !== 'killed') await watcher.flush();
-    else await watcher.flushMarkedOnly();
+    if (markedOnly) await watcher.flushMarkedOnly();
+    else await watcher.flush();
   }
   return {
     outcome,
@@ -85,6 +94,18 @@ export async function checkpointAndStop(options: CheckpointAndStopOptions): Prom
     lastManifest: watcher?.lastManifest,
     uploadError: watcher?.finalUploadError,
     elapsedMs: Date.now() - started,
+    markedOnly,
     endedBeforeSignal,
   };
+}
+
+/**
+ * The exit code says a signal ended the task (128 + n, as Docker and the process executor report it): a kill,
+ * SIGTERM, or the stop's own signal.
+ */
+function diedOfSignal(exitCode: number | undefined, signal: NodeJS.Signals): boolean {
+  if (exitCode === undefined) return false;
+  if (exitCode === SIGKILL_EXIT_CODE || exitCode === SIGTERM_EXIT_CODE) return true;
+  const n = (constants.signals as Partial<Record<NodeJS.Signals, number>>)[signal];
+  return n !== undefined && exitCode === 128 + n;
 }

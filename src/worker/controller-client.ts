@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
+import { z } from 'zod';
 import { parseControllerAddress } from '../protocol/controller-address.js';
 import {
+  desiredTaskSchema,
   heartbeatResponseSchema,
   registerResponseSchema,
   WORKER_ROUTES,
@@ -20,10 +22,34 @@ export class ControllerRequestError extends Error {
   }
 }
 
+/** A desired task of a heartbeat's answer that this worker cannot use (a newer controller's action, a bad spec). */
+export interface RefusedDesiredTask {
+  /** Its place in the answer's `tasks`. */
+  readonly index: number;
+  /** The task it names, when its id is one; undefined: it names none this worker can tell. */
+  readonly taskId: string | undefined;
+  readonly error: z.ZodError;
+}
+
+/**
+ * A heartbeat's answer: `tasks` holds only the desired tasks this worker can use, `refused` the others, each refused
+ * alone so that one task it cannot use does not make it ignore the rest.
+ */
+export interface HeartbeatAnswer extends HeartbeatResponse {
+  readonly refused?: readonly RefusedDesiredTask[];
+}
+
+/** The answer around its tasks, each of which is then validated alone (`desiredTaskSchema`). */
+const heartbeatEnvelopeSchema = heartbeatResponseSchema.extend({ tasks: z.array(z.unknown()) });
+
 export interface ControllerConnection {
   /** Register with `credential` as the bearer: what `request.identity` names (worker-protocol.ts). */
   register(credential: string, request: RegisterRequest): Promise<RegisterResponse>;
-  heartbeat(request: HeartbeatRequest): Promise<HeartbeatResponse>;
+  /**
+   * Report and take the answer. A ZodError: the answer as a whole is unusable (its envelope); a desired task that
+   * is not goes to `refused`.
+   */
+  heartbeat(request: HeartbeatRequest): Promise<HeartbeatAnswer>;
   /** Where requests go now: the controller's address, after any move to the one its address file names. */
   address?(): string;
 }
@@ -61,11 +87,19 @@ export class ControllerClient implements ControllerConnection {
     return parsed;
   }
 
-  async heartbeat(request: HeartbeatRequest): Promise<HeartbeatResponse> {
+  async heartbeat(request: HeartbeatRequest): Promise<HeartbeatAnswer> {
     if (this.instanceToken === undefined) throw new ControllerRequestError('not registered', undefined);
-    return heartbeatResponseSchema.parse(
+    const answer = heartbeatEnvelopeSchema.parse(
       await this.post(WORKER_ROUTES.heartbeat, this.instanceToken, request),
     );
+    const tasks: HeartbeatResponse['tasks'] = [];
+    const refused: RefusedDesiredTask[] = [];
+    for (const [index, raw] of answer.tasks.entries()) {
+      const parsed = desiredTaskSchema.safeParse(raw);
+      if (parsed.success) tasks.push(parsed.data);
+      else refused.push({ index, taskId: namedTask(raw), error: parsed.error });
+    }
+    return { ...answer, tasks, ...(refused.length === 0 ? {} : { refused }) };
   }
 
   address(): string {
@@ -127,6 +161,13 @@ export class ControllerClient implements ControllerConnection {
     }
     return JSON.parse(text) as unknown;
   }
+}
+
+/** The task id a desired task the worker refused names, when it is a valid one. */
+function namedTask(raw: unknown): string | undefined {
+  if (typeof raw !== 'object' || raw === null) return undefined;
+  const id = desiredTaskSchema.shape.taskId.safeParse((raw as { taskId?: unknown }).taskId);
+  return id.success ? id.data : undefined;
 }
 
 /** fetch's own message ("fetch failed") hides why; the cause says it (ECONNREFUSED, a reset, a timeout). */

@@ -84,16 +84,20 @@ export class TaskStops {
         await handleExit(ctx, t, result.exitCode);
         return;
       }
+      const resumes =
+        t.checkpoint === undefined
+          ? 'it starts again from the beginning (no checkpoint uploaded)'
+          : 'it resumes from its last uploaded checkpoint';
       ctx.log.info(
         `task ${t.taskId} checkpointed and stopped (${result.outcome} after ${result.elapsedMs} ms)` +
           (result.outcome === 'killed' && cut
             ? ': killed as its controller asked, without waiting for a checkpoint'
             : result.outcome === 'killed'
-              ? `: no exit within ${Math.round((deadline.atMs - from) / 1000)} s, killed; ` +
-                (t.checkpoint === undefined
-                  ? 'it starts again from the beginning (no checkpoint uploaded)'
-                  : 'it resumes from its last uploaded checkpoint')
-              : ''),
+              ? `: no exit within ${Math.round((deadline.atMs - from) / 1000)} s, killed; ${resumes}`
+              : result.markedOnly
+                ? `: it exited ${result.exitCode ?? '?'}, ended by a signal that may have cut a write short: ` +
+                  `only a checkpoint it marked COMPLETE was taken; ${resumes}`
+                : ''),
       );
       if (result.uploadError !== undefined) {
         // Reported with the stop, so the controller tells the job's owner what the move cost: the state the task
