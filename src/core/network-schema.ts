@@ -33,11 +33,12 @@ const POINT_JSON_SCHEMA = {
 } as const;
 
 /**
- * `none`, a preset name, or a table of points with increasing latencies and performances in [0.01, 1] (in (0, 1] for
- * `floored: false`). Parsed by hand (like a task's demand) so that a bad point is named by its index rather than
- * drowned in a union's alternatives.
+ * `none`, a preset name, or a table of points with increasing latencies and performances in [0.01, 1] that do not
+ * rise from point to point (`current: false`, the rules a controller accepted declarations under before: performances
+ * in (0, 1], in any order). Parsed by hand (like a task's demand) so that a bad point is named by its index rather
+ * than drowned in a union's alternatives.
  */
-function sensitivitySchema(floored: boolean) {
+function sensitivitySchema(current: boolean) {
   return z
     .unknown()
     .transform((value, ctx): LatencySensitivity => {
@@ -58,7 +59,7 @@ function sensitivitySchema(floored: boolean) {
       const points: LatencyPoint[] = [];
       let failed = false;
       value.forEach((point: unknown, i) => {
-        const problem = pointProblem(point, points[points.length - 1], floored);
+        const problem = pointProblem(point, points[points.length - 1], current);
         if (problem !== undefined) {
           ctx.addIssue({ code: 'custom', message: problem, path: [i] });
           failed = true;
@@ -80,7 +81,7 @@ function sensitivitySchema(floored: boolean) {
 function pointProblem(
   point: unknown,
   previous: LatencyPoint | undefined,
-  floored: boolean,
+  current: boolean,
 ): string | undefined {
   if (!Array.isArray(point) || point.length !== 2 || !point.every((x) => typeof x === 'number'))
     return 'expected [latencyMicroseconds, relativePerformance], e.g. [100, 0.8]';
@@ -88,20 +89,26 @@ function pointProblem(
   if (!(Number.isFinite(x) && x >= 0 && x <= MAX_TABLE_LATENCY_MICROSECONDS))
     return `latency must be 0 to ${MAX_TABLE_LATENCY_MICROSECONDS} µs, got ${x}`;
   if (!(p > 0 && p <= 1)) return `relative performance must be in (0, 1], got ${p}`;
-  if (floored && p < MIN_TABLE_PERFORMANCE)
+  if (current && p < MIN_TABLE_PERFORMANCE)
     return (
       `relative performance must be at least ${MIN_TABLE_PERFORMANCE} (a ${1 / MIN_TABLE_PERFORMANCE}× slowdown), ` +
       `got ${p}: below it a job placed badly all but stops`
     );
   if (previous !== undefined && !(x > previous[0]))
     return `latencies must increase from point to point (${x} µs after ${previous[0]} µs)`;
+  // A job faster the farther apart its tasks are would have NoMora spread it across zones on purpose.
+  if (current && previous !== undefined && p > previous[1])
+    return (
+      `relative performance must not rise with latency: ${p} at ${x} µs is above ${previous[1]} at ` +
+      `${previous[0]} µs`
+    );
   return undefined;
 }
 
-function declarationSchema(floored: boolean) {
+function declarationSchema(current: boolean) {
   return z
     .strictObject({
-      sensitivity: sensitivitySchema(floored).default('none'),
+      sensitivity: sensitivitySchema(current).default('none'),
       pattern: z
         .enum(['star', 'all-to-all'], { error: 'expected star or all-to-all' })
         .describe(
@@ -128,12 +135,13 @@ function declarationSchema(floored: boolean) {
     );
 }
 
-/** A declaration as written now: a table's performances at least MIN_TABLE_PERFORMANCE. */
+/** A declaration as written now: a table's performances at least MIN_TABLE_PERFORMANCE, none above the one before. */
 export const networkDeclarationSchema = declarationSchema(true);
 
 /**
- * A declaration a controller accepted before tables had a floor (read back from its job archive): performances in
- * (0, 1], the bound it was accepted under, so the job restores as it was accepted. A new one keeps the floor.
+ * A declaration a controller accepted before tables had a floor and fell with latency (read back from its job
+ * archive): performances in (0, 1] in any order, the rules it was accepted under, so the job restores as it was
+ * accepted. A new one keeps both rules.
  */
 export const acceptedNetworkDeclarationSchema = declarationSchema(false);
 
@@ -151,17 +159,24 @@ export function toNetworkDeclaration(raw: z.output<typeof networkDeclarationSche
 
 /**
  * The declaration in its written form (what traces and specs store), readable by `networkDeclarationSchema`: a table
- * point a controller accepted before tables had a floor is raised to it, so that what export-trace writes of such a
- * job replays (the job's slowdown there capped at 1 / MIN_TABLE_PERFORMANCE).
+ * point a controller accepted before tables had a floor is raised to it, and one above the point before lowered to
+ * that point's, so that what export-trace writes of such a job replays (its slowdown there capped at
+ * 1 / MIN_TABLE_PERFORMANCE, and never smaller farther away).
  */
 export function networkDeclarationInput(n: NetworkDeclaration): NetworkDeclarationInput {
   return {
-    sensitivity:
-      typeof n.sensitivity === 'string'
-        ? n.sensitivity
-        : n.sensitivity.map(([x, p]): LatencyPoint => [x, Math.max(p, MIN_TABLE_PERFORMANCE)]),
+    sensitivity: typeof n.sensitivity === 'string' ? n.sensitivity : writtenTable(n.sensitivity),
     pattern: n.pattern,
     ...(n.rootTask === undefined ? {} : { root: n.rootTask }),
     gibPerHour: n.gibPerHour,
   };
+}
+
+/** A table as `networkDeclarationSchema` accepts it: each performance floored, then at most the one before. */
+function writtenTable(points: readonly LatencyPoint[]): LatencyPoint[] {
+  let previous = 1;
+  return points.map(([x, p]): LatencyPoint => {
+    previous = Math.min(previous, Math.max(p, MIN_TABLE_PERFORMANCE));
+    return [x, previous];
+  });
 }

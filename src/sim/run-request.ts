@@ -19,6 +19,7 @@ import { withLatencySensitivity } from './traces/latency-mix.js';
 import { withControllerJobIds, type TraceJobIds } from './traces/controller-job-ids.js';
 import { parseWith } from '../core/validation.js';
 import {
+  checkSpotZones,
   defaultNetworkConfig,
   networkConfigSchema,
   resolveNetworkConfig,
@@ -215,6 +216,15 @@ export function requestNetworkConfig(request: Pick<RunRequest, 'network'>, catal
 }
 
 /**
+ * With spot on (`request.spot`), refuse a network whose zones share no spot pool with the catalog (checkSpotZones):
+ * the request's network, else the default one, which every run has whether or not the network matters.
+ */
+export function checkRequestSpotZones(request: Pick<RunRequest, 'network' | 'spot'>, catalog: Catalog): void {
+  if (request.spot !== undefined)
+    checkSpotZones(requestNetworkConfig(request, catalog), catalog.spot, request.network !== undefined);
+}
+
+/**
  * The run's network, its noise and congestion drawn from `--seed`: given whenever the network matters (a network was
  * configured, latency-sensitive jobs were asked for, or some job of the trace declares one), so a config that only
  * restates the defaults changes nothing. Otherwise undefined, and the run reports no network metrics: its network
@@ -249,7 +259,8 @@ export function requestScheduler(
   groundTruth: GroundTruth,
   caps: QueueCaps | undefined,
 ): Scheduler {
-  // Eva's domain defaults are the simulated network's (as if calibrated by measurement, digest §10.2).
+  // Eva's domain round trips are the simulated network's until pairs of a domain are measured, then what they measure
+  // (LatencyView.domainRtts), as a controller's placeholders are.
   const network = request.network === undefined ? undefined : requestNetworkConfig(request, catalog);
   return createScheduler(request.scheduler, {
     ...(network === undefined ? {} : { latency: { domainRtts: network.domainRtts } }),
@@ -319,6 +330,7 @@ export function executeRun(request: RunRequest, onProgress?: (fraction: number) 
       request.queue.config ?? queueConfigFor(request.queue.kind, sizesSeconds),
       request.spot !== undefined,
     );
+  checkRequestSpotZones(request, catalog);
   const network = runNetwork(request, catalog, trace);
   const result = runSimulation({
     trace,

@@ -229,11 +229,12 @@ export class CommandIssuer {
 
   /**
    * The pool a spot launch lands in: the one of the zone the launch will land in (its placement group's once the group
-   * has one, which wins over the zone asked, as EC2 places a cluster group's instances in one zone), else the
-   * price-capacity-optimized one among the zones the simulated network has (every zone without one). Undefined, so
-   * the cloud launches on demand as the EC2 provider falls back, when spot is off or that zone has no pool of the type.
-   * A pool closed after a notice (spot-world.ts `poolOpen`) is passed over for the type's next open pool in that order,
-   * else the launch goes on demand, as the controller's launch goes through EC2Provider and the simulated cloud.
+   * has one, which wins over the zone asked, as EC2 places a cluster group's instances in one zone; a zone asked that
+   * the simulated network lacks is not one it lands in), else the price-capacity-optimized one among the zones the
+   * simulated network has (every zone without one). Undefined, so the cloud launches on demand as the EC2 provider
+   * falls back, when spot is off or that zone has no pool of the type. A pool closed after a notice (spot-world.ts
+   * `poolOpen`) is passed over for the type's next open pool in that order, else the launch goes on demand, as the
+   * controller's launch goes through EC2Provider and the simulated cloud.
    */
   private spotPool(typeName: string, placement: InstancePlacement | undefined): SpotOffering | undefined {
     const market = this.catalog.spot;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { DEFAULT_DOMAIN_RTT_MICROSECONDS, type DomainRtts } from '../core/latency-model.js';
-import { isZoneOf } from '../core/spot.js';
+import { isZoneOf, type SpotMarket } from '../core/spot.js';
 import { ValidationError } from '../core/validation.js';
 
 /**
@@ -106,7 +106,12 @@ const networkConfigFields = z.strictObject({
    * `--latency-sensitive`: GiB per hour each generated latency-sensitive job exchanges between its tasks (billed when
    * it crosses zones). An assumption, not a measurement: set it for the workload at hand.
    */
-  generatedGibPerHour: z.number().finite().nonnegative('must be ≥ 0').default(10),
+  generatedGibPerHour: z
+    .number()
+    .finite()
+    .nonnegative('must be ≥ 0')
+    .max(1_000_000, 'at most 1000000 GiB per hour')
+    .default(10),
 });
 
 /** The noise each domain's round trips are drawn with (none within an instance). */
@@ -225,6 +230,27 @@ export function resolveNetworkConfig(parsed: ParsedConfig, region: string): Netw
     measurementWindowSeconds: parsed.measurementWindowSeconds,
     generatedGibPerHour: parsed.generatedGibPerHour,
   };
+}
+
+/**
+ * With spot on, the network's zones must share a spot pool with the catalog: instances land in the network's zones
+ * only (NetworkWorld.place), so without one every run would buy on demand under spot's name, Eva and the baselines
+ * alike. Throws a ValidationError of `--latency-config` naming both sets of zones (of `--spot` for the default
+ * network, no file given). Nothing to check with spot off (`spot` undefined) or a catalog offering no pool at all.
+ */
+export function checkSpotZones(config: NetworkConfig, spot: SpotMarket | undefined, fromFile: boolean): void {
+  const pooled = [...new Set((spot?.offerings ?? []).map((o) => o.zone))].sort();
+  if (pooled.length === 0 || pooled.some((zone) => config.zones.includes(zone))) return;
+  const zones = config.zones.join(', ');
+  const pools = `the catalog's spot pools are in ${pooled.join(', ')}`;
+  throw fromFile
+    ? new ValidationError('--latency-config', [
+        `zones: ${zones} have no spot pool (${pools}): with --spot on, no run could buy spot; name a zone with one`,
+      ])
+    : new ValidationError('--spot', [
+        `on: the simulated network's default zones ${zones} have no spot pool (${pools}): give --latency-config ` +
+          'zones that have one',
+      ]);
 }
 
 /** The defaults (no file given). */

@@ -25,7 +25,9 @@ export class NetworkWorld {
 
   /**
    * Where a new instance lands: in its placement group's zone if the group has one, else in the zone asked for, else
-   * (no preference, as EC2 does without a subnet) in a zone drawn for it.
+   * (no preference, as EC2 does without a subnet) in a zone drawn for it. A zone the network does not have is not
+   * honoured (drawn instead, as if none were asked): the simulated region is the network's zones, for every
+   * scheduler alike, so none runs or buys spot where the others cannot.
    */
   place(instanceId: string, asked: InstancePlacement | undefined): InstancePlacement {
     const group = asked?.placementGroup;
@@ -40,12 +42,16 @@ export class NetworkWorld {
 
   /**
    * The zone a launch asked at `asked` lands in whatever is drawn: its placement group's once the group has one, else
-   * the zone asked for; undefined when it would be drawn. A spot launch is priced at this zone's pool, so it must be
-   * known before `place`.
+   * the zone asked for when the network has it; undefined when it would be drawn. A spot launch is priced at this
+   * zone's pool, so it must be known before `place`.
    */
   settledZone(asked: InstancePlacement | undefined): string | undefined {
     const group = asked?.placementGroup;
-    return (group === undefined ? undefined : this.groupZones.get(group)) ?? asked?.zone;
+    const zone = asked?.zone;
+    return (
+      (group === undefined ? undefined : this.groupZones.get(group)) ??
+      (zone !== undefined && this.config.zones.includes(zone) ? zone : undefined)
+    );
   }
 
   /** Remember where an instance is (a world imported for a prediction). */

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { networkDeclarationSchema } from '../../src/core/network-schema.js';
+import {
+  acceptedNetworkDeclarationSchema,
+  networkDeclarationInput,
+  networkDeclarationSchema,
+  toNetworkDeclaration,
+} from '../../src/core/network-schema.js';
 import { describeIssues, ValidationError } from '../../src/core/validation.js';
 import { parseFleetwiseTrace } from '../../src/sim/traces/fleetwise-json.js';
 
@@ -34,6 +39,62 @@ describe("a network declaration's latency table", () => {
         ],
       }),
     ).toEqual([]);
+  });
+
+  it('refuses a performance above the previous point’s, naming the point', () => {
+    expect(
+      problemsOf({
+        sensitivity: [
+          [0, 0.2],
+          [1000, 1],
+        ],
+      }),
+    ).toEqual([
+      'sensitivity.1: relative performance must not rise with latency: 1 at 1000 µs is above 0.2 at 0 µs',
+    ]);
+    expect(
+      problemsOf({
+        sensitivity: [
+          [0, 1],
+          [100, 0.5],
+          [200, 0.6],
+          [300, 0.4],
+        ],
+      }),
+    ).toEqual([
+      'sensitivity.2: relative performance must not rise with latency: 0.6 at 200 µs is above 0.5 at 100 µs',
+    ]);
+    // Flat stretches fall by nothing: accepted.
+    expect(
+      problemsOf({
+        sensitivity: [
+          [0, 1],
+          [100, 1],
+          [200, 0.5],
+          [300, 0.5],
+        ],
+      }),
+    ).toEqual([]);
+  });
+
+  it('restores a rising table a controller accepted before, and writes it out as one accepted now', () => {
+    const rising = {
+      sensitivity: [
+        [0, 0.2],
+        [500, 0.001],
+        [1000, 1],
+      ],
+    };
+    const accepted = acceptedNetworkDeclarationSchema.safeParse(rising);
+    expect(accepted.success).toBe(true);
+    if (!accepted.success) return;
+    const written = networkDeclarationInput(toNetworkDeclaration(accepted.data));
+    expect(written.sensitivity).toEqual([
+      [0, 0.2],
+      [500, 0.01],
+      [1000, 0.01],
+    ]);
+    expect(problemsOf(written)).toEqual([]);
   });
 
   it('is named by its place in a fleetwise trace', () => {

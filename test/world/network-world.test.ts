@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ValidationError, describeIssues, parseWith } from '../../src/core/validation.js';
 import {
+  checkSpotZones,
   defaultNetworkConfig,
   networkConfigSchema,
   resolveNetworkConfig,
@@ -21,6 +22,24 @@ describe('the network ground truth', () => {
     const zones = new Set(Array.from({ length: 60 }, (_, i) => world.place(`i-${i}`, undefined).zone));
     expect(zones).toEqual(new Set(config.zones));
     expect(world.place('i-x', { zone: 'us-east-1b' })).toEqual({ zone: 'us-east-1b' });
+  });
+
+  it('keeps every instance in its own zones: a zone asked that it lacks is drawn as if none were asked', () => {
+    const two = resolveNetworkConfig(
+      networkConfigSchema.parse({ zones: ['us-east-1a', 'us-east-1c'] }),
+      'us-east-1',
+    );
+    const world = new NetworkWorld(two, 3, 0.01);
+    expect(world.settledZone({ zone: 'us-east-1b' })).toBeUndefined();
+    for (let i = 0; i < 20; i++) {
+      expect(two.zones).toContain(world.place(`i-${i}`, { zone: 'us-east-1b' }).zone);
+      expect(world.place(`j-${i}`, { zone: 'us-east-1b' })).toEqual(world.place(`j-${i}`, undefined));
+    }
+    // A group asked in a zone the network lacks settles in one it has, and keeps it.
+    const grouped = world.place('g-1', { zone: 'us-east-1b', placementGroup: 'g' });
+    expect(two.zones).toContain(grouped.zone);
+    expect(world.settledZone({ zone: 'us-east-1b', placementGroup: 'g' })).toBe(grouped.zone);
+    expect(world.place('i-c', { zone: 'us-east-1c' })).toEqual({ zone: 'us-east-1c' });
   });
 
   it('keeps a placement group in the zone of its first instance', () => {
@@ -128,6 +147,10 @@ describe('the network ground truth', () => {
     expect(bad({ noise: { intervalSeconds: 0.001 } })).toMatch(/^noise\.intervalSeconds: must be ≥ 1 s/);
     expect(bad({ noise: { intervalSeconds: 0 } })).toMatch(/^noise\.intervalSeconds: must be ≥ 1 s/);
     expect(bad({ noise: { intervalSeconds: 1 } })).toBe('accepted');
+    // The generated jobs' traffic has a job spec's own bound.
+    expect(bad({ generatedGibPerHour: 1e300 })).toBe('generatedGibPerHour: at most 1000000 GiB per hour');
+    expect(bad({ generatedGibPerHour: 1_000_001 })).toBe('generatedGibPerHour: at most 1000000 GiB per hour');
+    expect(bad({ generatedGibPerHour: 1_000_000 })).toBe('accepted');
   });
 
   it('refuses round trips that shrink with distance, naming the farther domain', () => {
@@ -262,5 +285,50 @@ describe('the network ground truth', () => {
       'eu-west-3a',
       'eu-west-3b',
     ]);
+  });
+});
+
+describe("the network's zones and the catalog's spot pools", () => {
+  const market = {
+    snapshotDate: '2026-01-01',
+    source: 'test',
+    offerings: ['us-east-1a', 'us-east-1b', 'us-east-1c'].map((zone) => ({
+      typeName: 'p3.2xlarge',
+      zone,
+      pricePerHour: 1,
+      interruption: '<5%' as const,
+    })),
+  };
+  const zones = (names: readonly string[]) =>
+    resolveNetworkConfig(networkConfigSchema.parse({ zones: names }), 'us-east-1');
+  const problem = (run: () => void): string | undefined => {
+    try {
+      run();
+    } catch (e) {
+      if (e instanceof ValidationError) return e.message;
+      throw e;
+    }
+    return undefined;
+  };
+
+  it('refuses spot on a network none of whose zones has a pool, naming both', () => {
+    expect(problem(() => checkSpotZones(zones(['us-east-1d', 'us-east-1e']), market, true))).toBe(
+      "--latency-config: zones: us-east-1d, us-east-1e have no spot pool (the catalog's spot pools are in " +
+        'us-east-1a, us-east-1b, us-east-1c): with --spot on, no run could buy spot; name a zone with one',
+    );
+    const defaults = resolveNetworkConfig(networkConfigSchema.parse({}), 'us-east-1');
+    const elsewhere = { ...market, offerings: market.offerings.map((o) => ({ ...o, zone: 'us-east-1f' })) };
+    expect(problem(() => checkSpotZones(defaults, elsewhere, false))).toBe(
+      "--spot: on: the simulated network's default zones us-east-1a, us-east-1b, us-east-1c have no spot pool " +
+        "(the catalog's spot pools are in us-east-1f): give --latency-config zones that have one",
+    );
+  });
+
+  it('accepts a network sharing a zone with the pools, spot off, or a catalog without pools', () => {
+    expect(problem(() => checkSpotZones(zones(['us-east-1c', 'us-east-1d']), market, true))).toBeUndefined();
+    expect(problem(() => checkSpotZones(zones(['us-east-1d']), undefined, true))).toBeUndefined();
+    expect(
+      problem(() => checkSpotZones(zones(['us-east-1d']), { ...market, offerings: [] }, true)),
+    ).toBeUndefined();
   });
 });

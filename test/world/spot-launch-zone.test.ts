@@ -60,6 +60,38 @@ describe('a spot launch in the engine', () => {
     expect(launched('p1')).toEqual({ zone: 'us-east-1a', market: 'spot', pricePerHour: 1.2 });
   });
 
+  it('never lands, nor is priced, in a zone the network lacks, whatever the launch asks', () => {
+    const { commands, launched } = world(['us-east-1a', 'us-east-1c']);
+    // us-east-1b has the type's cheapest pool, but the network has no such zone: its own cheapest pool, 1a's.
+    commands.apply([
+      {
+        kind: 'launch-instance',
+        instanceId: 'p1',
+        typeName: 'small.x',
+        market: 'spot',
+        placement: { zone: 'us-east-1b' },
+      },
+    ]);
+    expect(launched('p1')).toEqual({ zone: 'us-east-1a', market: 'spot', pricePerHour: 1.2 });
+    commands.apply([
+      {
+        kind: 'launch-instance',
+        instanceId: 'p2',
+        typeName: 'small.x',
+        market: 'spot',
+        placement: { zone: 'us-east-1b', placementGroup: 'g' },
+      },
+    ]);
+    expect(launched('p2')).toEqual({ zone: 'us-east-1a', market: 'spot', pricePerHour: 1.2 });
+    for (const id of ['p3', 'p4', 'p5']) {
+      commands.apply([
+        { kind: 'launch-instance', instanceId: id, typeName: 'small.x', placement: { zone: 'us-east-1b' } },
+      ]);
+      expect(['us-east-1a', 'us-east-1c']).toContain(launched(id).zone);
+      expect(launched(id).market).toBe('on-demand');
+    }
+  });
+
   it("lands in, and is priced at, its placement group's zone once the group has one", () => {
     const { commands, launched } = world(['us-east-1a', 'us-east-1b', 'us-east-1c']);
     commands.apply([
