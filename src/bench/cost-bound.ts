@@ -27,7 +27,9 @@ import type { TraceJob } from '../world/trace.js';
  *
  * With a spot market open, each type may also be bought at its cheapest pool's spot price (x'_k), and the family rows
  * hold all tasks on on-demand plus spot capacity, while a second set of rows holds the tasks of jobs that never run on
- * spot on the on-demand capacity alone. Interruptions only add cost, so this stays a lower bound.
+ * spot on the on-demand capacity alone. Interruptions only add instance time, so this stays a lower bound on what a
+ * schedule's instances cost; not on its bill, since AWS charges nothing for a spot instance EC2 reclaims in its first
+ * hour (core/spot.ts `FREE_INTERRUPTED_SPOT_SECONDS`): a run with such reclaims may be billed less than the bounds.
  */
 export interface CostBounds {
   readonly workBound: number;

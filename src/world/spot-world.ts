@@ -20,10 +20,10 @@ import { integrateProgress, type SimInstance, type SimJob, type SimTask } from '
  *
  * What a notice does depends on the runtime (`NoticeHandling`): fleetwise's worker checkpoints and uploads its tasks at
  * once, saving each job's progress when the checkpoint fits in the notice; Karpenter evicts the node's pods at the
- * notice, and they restart from the application's last periodic checkpoint; SkyPilot hears nothing (research digest
- * industry-anchors §1.4, §3). When the instance is reclaimed, every job with a task still on it or bound for it goes
- * back to the queue at its last checkpoint (all of its tasks: a gang restarts together), and a round follows at once
- * to place it again.
+ * notice, and a job saves its progress on the eviction's SIGTERM when that checkpoint fits in the notice, else
+ * restarts from its last periodic checkpoint; SkyPilot hears nothing (research digest industry-anchors §1.4, §3).
+ * When the instance is reclaimed, every job with a task still on it or bound for it goes back to the queue at its
+ * last checkpoint (all of its tasks: a gang restarts together), and a round follows at once to place it again.
  *
  * Optionally, a share of the reclaims is preceded by a rebalance recommendation (EC2's earlier signal that the
  * instance is at elevated risk; it is not guaranteed, and may come as late as the notice). Its lead before the reclaim
@@ -46,9 +46,13 @@ import { integrateProgress, type SimInstance, type SimJob, type SimTask } from '
  * - `checkpoint-and-drain` (fleetwise): the worker checkpoints the instance's tasks at once; the controller drains the
  *   instance, closes its pool and plans at once, moving them off; it also plans at once on a rebalance recommendation;
  * - `drain-and-evict` (Karpenter's interruption controller, digest §1.4): the node is cordoned and drained, its pods
- *   evicted at once (each job restarts from its last periodic checkpoint: nothing saves its work at the notice), a
- *   replacement provisioned in parallel and the offering marked unavailable; rebalance recommendations are ignored;
- * - `none` (SkyPilot, which finds a preemption by polling, digest §3): nothing happens until the reclaim.
+ *   evicted at once, a replacement provisioned in parallel and the offering marked unavailable; rebalance
+ *   recommendations are ignored. An eviction is a SIGTERM, and the Karpenter baselines stand for jobs that checkpoint
+ *   on it (their consolidation moves are checkpoint/restore: scheduler/baselines/karpenter.ts), so a job whose
+ *   checkpoint fits in the notice restarts from the progress it has at the notice, as fleetwise's worker saves it;
+ *   one whose checkpoint does not fit restarts from its last periodic checkpoint;
+ * - `none` (SkyPilot, which finds a preemption by polling, digest §3): nothing happens until the reclaim, and each
+ *   job restarts from the application's last periodic checkpoint.
  */
 export type NoticeHandling = 'checkpoint-and-drain' | 'drain-and-evict' | 'none';
 
@@ -252,9 +256,10 @@ export class SpotWorld {
    * headed to it are called off, and its pool is closed to spot launches for a while. fleetwise's worker checkpoints
    * and uploads at once: a job whose tasks all checkpoint and upload within the notice keeps the progress it has now
    * (it runs on meanwhile, and those last seconds are lost), and the next plan moves its tasks off. Karpenter evicts
-   * the node's pods now: each job with a task on it goes back to the queue at its last periodic checkpoint, and the
-   * plan asked for places it again (the replacement, in parallel with the drain). A second notice for the instance
-   * (its own reclaim and a burst's) changes nothing, as the controller heeds one notice per instance.
+   * the node's pods now: each job with a task on it goes back to the queue, at the progress it saves on the
+   * eviction's SIGTERM when that checkpoint fits in the notice (`savesAtNotice`), else at its last periodic
+   * checkpoint, and the plan asked for places it again (the replacement, in parallel with the drain). A second notice
+   * for the instance (its own reclaim and a burst's) changes nothing: the controller heeds one notice per instance.
    */
   private onNotice(instance: SimInstance, reclaimAt: number): void {
     const handling = this.options.noticeHandling;
@@ -271,19 +276,14 @@ export class SpotWorld {
       if (!this.engine.callOffMove(job, instance)) this.engine.callOffStart(job, instance);
     this.engine.drain(instance);
     this.engine.requestRound();
-    if (handling === 'drain-and-evict') {
-      for (const job of jobsOn(instance))
-        if (job.tasks.some((t) => t.occupying === instance)) this.restartFromCheckpoint(job, zone);
-      return;
-    }
+    const evicts = handling === 'drain-and-evict';
     for (const job of jobsOn(instance)) {
-      if (!job.active) continue;
-      const saveSeconds = Math.max(
-        ...job.tasks.map((t) => t.spec.killDelaySeconds + t.spec.uploadDelaySeconds),
-      );
-      if (saveSeconds > SPOT_NOTICE_SECONDS) continue;
-      integrateProgress(job, this.engine.now);
-      this.noticed.set(job, job.completedIterations);
+      if (evicts && !job.tasks.some((t) => t.occupying === instance)) continue;
+      if (savesAtNotice(job)) {
+        integrateProgress(job, this.engine.now);
+        this.noticed.set(job, job.completedIterations);
+      }
+      if (evicts) this.restartFromCheckpoint(job, zone);
     }
   }
 
@@ -335,6 +335,17 @@ function poolKey(typeName: string, zone: string): string {
 /** A spot instance of the pool's type in the pool's zone. */
 function inPool(inst: SimInstance, pool: SpotOffering): boolean {
   return inst.market === 'spot' && inst.type.name === pool.typeName && inst.placement?.zone === pool.zone;
+}
+
+/**
+ * Whether a job saves its progress at a notice: it works now, and every task of it checkpoints (the kill) and uploads
+ * within the notice's two minutes. Both runtimes ask it, whether the worker checkpoints (fleetwise) or the eviction's
+ * SIGTERM does (Karpenter's drain).
+ */
+export function savesAtNotice(job: SimJob): boolean {
+  if (!job.active) return false;
+  const saveSeconds = Math.max(...job.tasks.map((t) => t.spec.killDelaySeconds + t.spec.uploadDelaySeconds));
+  return saveSeconds <= SPOT_NOTICE_SECONDS;
 }
 
 /** Jobs with a task running on, held by or bound for the instance. */

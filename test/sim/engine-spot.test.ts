@@ -6,7 +6,7 @@ import type { Scheduler } from '../../src/scheduler/types.js';
 import { runSimulation } from '../../src/sim/run-simulation.js';
 import { constantPairwise } from '../../src/world/ground-truth.js';
 import type { SimulationOptions } from '../../src/sim/run-simulation.js';
-import { testCatalog, testSpotMarket, trace, traceJob } from './sim-fixtures.js';
+import { testCatalog, testSpotMarket, trace, traceJob, traceTask } from './sim-fixtures.js';
 
 /** small.x at $3.6/h on demand; on spot $1.08/h in zone a (>20%) and $1.44/h in zone b (<5%). */
 function spotCatalog(): Catalog {
@@ -23,6 +23,10 @@ function spotCatalog(): Catalog {
 
 /** One 20-hour single-task job, checkpointing every 30 minutes. */
 const longJob = trace(traceJob('J', { iterations: 72_000 }));
+/** The same job whose checkpoint takes 1 + 200 s to kill and upload: more than a spot notice's two minutes. */
+const slowSaveJob = trace(
+  traceJob('J', { iterations: 72_000, tasks: [traceTask('node0', { uploadDelaySeconds: 200 })] }),
+);
 
 function run(scheduler: Scheduler, extra: Partial<SimulationOptions>) {
   return runSimulation({
@@ -66,10 +70,17 @@ describe('spot capacity in the simulator', () => {
     const fleetwise = run(new EvaScheduler(spotCatalog(), { spot: true }), {
       spot: { ...bursts, noticeHandling: 'checkpoint-and-drain' },
     });
+    const evict = { spot: { ...bursts, noticeHandling: 'drain-and-evict' as const } };
     const baseline = run(new SpotBaseline(spotCatalog(), 'karpenter-spot'), {
-      spot: { ...bursts, noticeHandling: 'drain-and-evict' },
+      ...evict,
+      trace: slowSaveJob,
     });
-    for (const r of [fleetwise, baseline]) {
+    // Its checkpoint fits in the notice (5 s to kill and upload): each eviction's SIGTERM saves the job's progress.
+    const saving = run(new SpotBaseline(spotCatalog(), 'karpenter-spot'), evict);
+    expect(saving.summary.instancesLaunched).toBeGreaterThan(1);
+    expect(saving.spot?.lostWorkHours).toBe(0);
+    expect(saving.summary.migrationsPerJob).toBe(0);
+    for (const r of [fleetwise, baseline, saving]) {
       expect(r.jobs[0]?.endSeconds, r.summary.scheduler).not.toBeNull();
       expect(r.spot?.spotShare).toBe(1);
     }
@@ -78,8 +89,9 @@ describe('spot capacity in the simulator', () => {
     expect(fleetwise.summary.migrationsPerJob).toBeGreaterThan(0);
     const notices = fleetwise.spot?.interruptions ?? 0;
     expect(fleetwise.spot?.lostWorkHours ?? 1).toBeLessThanOrEqual((notices * 120) / 3600 + 1e-9);
-    // Karpenter evicts the job at each notice, back to its last periodic checkpoint: something lost, at most 30
-    // minutes per instance it was evicted from (one notice per instance), and nothing moved with a checkpoint.
+    // Karpenter evicts the job at each notice; its checkpoint takes longer than the notice (201 s), so the job goes
+    // back to its last periodic checkpoint: something lost, at most 30 minutes per instance it was evicted from (one
+    // notice per instance), and nothing moved with a checkpoint.
     const evictedFrom = baseline.summary.instancesLaunched - 1;
     expect(evictedFrom).toBeGreaterThan(0);
     expect(baseline.summary.migrationsPerJob).toBe(0);

@@ -14,7 +14,7 @@ import { StartMeter } from '../../world/world-state.js';
 import { integrateProgress, isActive, jobRate, type SimJob, type SimTask } from '../../world/entities.js';
 import { memoized, type GroundTruth } from '../../world/ground-truth.js';
 import { checkpointUploaded, keepCheckpointsAtStop } from '../../world/checkpoints.js';
-import { rollBackToCheckpoint } from '../../world/spot-world.js';
+import { rollBackToCheckpoint, savesAtNotice } from '../../world/spot-world.js';
 import type { SimLogKind } from '../../world/simulation-types.js';
 import type { SimulatedCloud, SimulatedInstance } from './simulated-cloud.js';
 import type { Timeline } from './timeline.js';
@@ -35,7 +35,8 @@ import type { Timeline } from './timeline.js';
  *   workers hear the controller after each of its passes (`heartbeat`);
  * - spot (`evacuate`, `evict`, `reclaimed`): on EC2's interruption notice fleetwise's worker checkpoints and stops
  *   every task of its host at once (worker/notice-response.ts), as a checkpoint-stop does, while Karpenter's drain evicts them
- *   with no checkpoint; when EC2 reclaims the host, what still ran there is lost. An evicted or reclaimed task's job
+ *   (a job saves its progress on the eviction's SIGTERM when that fits in the notice, as in the engine's spot world:
+ *   `savesAtNotice`); when EC2 reclaims the host, what still ran there is lost. An evicted or reclaimed task's job
  *   goes back to its last checkpoint (world/spot-world.ts `rollBackToCheckpoint`, the engine's rule) and its siblings
  *   elsewhere wait for it, the job inactive, until the controller starts it again.
  * Jobs are the engine's SimJob objects, so JCT, start and migrations are measured on the simulated world, not on
@@ -292,12 +293,13 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
   }
 
   /**
-   * Karpenter's drain evicted the pods of the host under a notice: its tasks stop now with no checkpoint, as if EC2 had
-   * taken the host (`reclaimed`), so each job restarts from its last periodic checkpoint; the host stays until EC2
-   * takes it or the controller ends it, empty.
+   * Karpenter's drain evicted the pods of the host under a notice: its tasks stop now, each job at the progress it
+   * saves on the eviction's SIGTERM when that checkpoint fits in the notice (world/spot-world.ts `savesAtNotice`, as
+   * the engine evicts), else at its last periodic checkpoint; the host stays until EC2 takes it or the controller
+   * ends it, empty.
    */
   evict(cloudId: string, zone: string): void {
-    this.loseTasksOn(cloudId, zone);
+    this.loseTasksOn(cloudId, zone, true);
     this.o.onReport?.();
   }
 
@@ -312,14 +314,22 @@ export class SimulatedWorkers implements TaskControl, WorkerFleet {
     this.o.onReport?.();
   }
 
-  /** The tasks on the host stop with no checkpoint: each of their jobs goes back to its last checkpoint. */
-  private loseTasksOn(cloudId: string, zone: string): void {
+  /**
+   * The tasks on the host stop: each of their jobs goes back to its last checkpoint, which is its progress now when
+   * they were evicted (`evicted`) and the job saves it within the notice.
+   */
+  private loseTasksOn(cloudId: string, zone: string, evicted = false): void {
     const host = this.hosts.get(cloudId);
     if (host === undefined) return;
     const jobs = new Set([...host.occupants].map((t) => t.job));
     for (const job of jobs) {
       if (job.status === 'finished') continue;
-      rollBackToCheckpoint(job, this.now(), undefined, zone);
+      let saved: number | undefined;
+      if (evicted && savesAtNotice(job)) {
+        integrateProgress(job, this.now());
+        saved = job.completedIterations;
+      }
+      rollBackToCheckpoint(job, this.now(), saved, zone);
       for (const task of job.tasks) {
         if (this.placement.get(task) !== cloudId) {
           // A sibling's neighbours run without it now.

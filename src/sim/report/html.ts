@@ -13,7 +13,7 @@ import {
   summaryGroups,
   three,
 } from './format.js';
-import { heldToCaps, type ReportBounds, type ReportSettings } from './json.js';
+import { heldToCaps, SPOT_REFUNDS, type ReportBounds, type ReportSettings } from './json.js';
 
 const STYLE = `${BASE_STYLE}
   tr.cheapest td { font-weight: 600; }
@@ -25,6 +25,13 @@ const FOCUS = 'eva';
 
 const dollars = (x: number): string => `$${twoDecimals(x)}`;
 
+/** "$X (Y%) above" a bound, or "below" it: never a negative distance. */
+function distanceTo(cost: number, bound: number): string {
+  const gap = cost - bound;
+  const share = bound > 0 ? ` (${one((100 * Math.abs(gap)) / bound)}%)` : '';
+  return `${dollars(Math.abs(gap))}${share} ${gap >= 0 ? 'above' : 'below'}`;
+}
+
 /** "$X (Y%) less than no-packing" (or more), the baseline named as `label` (baselineLabel). */
 function versusBaseline(cost: number, baseline: number, label: string): string {
   const saving = baseline - cost;
@@ -34,9 +41,11 @@ function versusBaseline(cost: number, baseline: number, label: string): string {
 
 /**
  * The report's first lines: what the focus run (eva, else the cheapest) saved against no-packing in dollars, at what
- * cost in completion time, where its money went, how far it stays above the trace's lower bounds, and which run was
+ * cost in completion time, where its money went, how far it is from the trace's lower bounds, and which run was
  * cheapest if another. Held to caps or quotas (`capped`), jobs wait: the bound without delays bounds no such run (a
- * run may cost less), so it is measured against the work bound alone, as the cost chart draws it.
+ * run may cost less), so it is measured against the work bound alone, as the cost chart draws it. At spot prices the
+ * bounds price instance time before AWS's first-hour refunds (json.ts `SPOT_REFUNDS`), which can take a bill below
+ * them: the distance is then said to be below, and why.
  */
 function leadParagraph(
   results: readonly RunResult[],
@@ -69,16 +78,19 @@ function leadParagraph(
   const ledger = ledgerSentence(focus, baseline);
   if (ledger !== undefined) parts.push(ledger);
   if (bounds !== undefined) {
-    const above = (bound: number): string =>
-      `${dollars(cost - bound)}${bound > 0 ? ` (${one((100 * (cost - bound)) / bound)}%)` : ''}`;
+    const from = (bound: number): string => escapeXml(distanceTo(cost, bound));
+    // At spot prices the bounds count every instance-second; AWS's first-hour refunds can take a bill below them.
+    const floor =
+      bounds.atSpotPrices === true
+        ? `below which a bill goes only by refunds no bound counts (${SPOT_REFUNDS})`
+        : 'below which no schedule can go';
     parts.push(
       capped
-        ? `That is ${escapeXml(above(bounds.workBound))} above the work bound ` +
-            `(${escapeXml(dollars(bounds.workBound))}), below which no schedule can go; under caps or quotas jobs ` +
-            'wait, so the lower bound without delays does not bound it.'
-        : `That is ${escapeXml(above(bounds.timedBound))} above the lower bound of ${escapeXml(dollars(bounds.timedBound))} ` +
-            `for this trace without delays, and ${escapeXml(above(bounds.workBound))} above the work bound ` +
-            `(${escapeXml(dollars(bounds.workBound))}), below which no schedule can go.`,
+        ? `That is ${from(bounds.workBound)} the work bound (${escapeXml(dollars(bounds.workBound))}), ` +
+            `${floor}; under caps or quotas jobs wait, so the lower bound without delays does not bound it.`
+        : `That is ${from(bounds.timedBound)} the lower bound of ${escapeXml(dollars(bounds.timedBound))} ` +
+            `for this trace without delays, and ${from(bounds.workBound)} the work bound ` +
+            `(${escapeXml(dollars(bounds.workBound))}), ${floor}.`,
     );
   }
   const spot = spotSentence(focus, results);
@@ -172,9 +184,13 @@ function boundsParagraph(results: readonly RunResult[], bounds: ReportBounds): s
   const spot = bounds.atSpotPrices === true;
   return (
     `<p id="bounds" class="bounds">Lower bounds for this trace (<code>fleetwise bench bound${spot ? ' --spot on' : ''}</code>): ` +
-    `no schedule can cost less than ${escapeXml(money(bounds.workBound))}, the work bound (a fluid fleet for the ` +
-    `trace's task-hours${spot ? ", each type at its cheapest spot pool's price where the job allows spot" : ''}); ` +
-    `one where no job waits or slows down costs at least ${escapeXml(money(bounds.timedBound))}.</p>`
+    `no schedule${spot ? "'s instances" : ''} can cost less than ${escapeXml(money(bounds.workBound))}, the work ` +
+    `bound (a fluid fleet for the trace's task-hours${spot ? ", each type at its cheapest spot pool's price where the job allows spot" : ''}); ` +
+    `one where no job waits or slows down costs at least ${escapeXml(money(bounds.timedBound))}.` +
+    (spot
+      ? ` Both are before refunds: ${SPOT_REFUNDS}, so a run with such reclaims may be billed less than the bounds.`
+      : '') +
+    '</p>'
   );
 }
 

@@ -29,7 +29,10 @@ export function runsJson(results: readonly RunResult[]): RunsJson {
 
 export interface ReportJson extends RunsJson {
   readonly settings: ReportSettings;
-  /** Lower bounds on any scheduler's cost for the trace in $ (`fleetwise bench bound`), when computed. */
+  /**
+   * Lower bounds on any scheduler's cost for the trace in $ (`fleetwise bench bound`), when computed; with
+   * `atSpotPrices`, on what its instances cost before AWS's first-hour refunds (`SPOT_REFUNDS`), not on its bill.
+   */
   readonly bounds?: {
     readonly workBound: number;
     readonly timedBound: number;
@@ -69,7 +72,8 @@ export function thinSeries(series: RunSeries, maxSeriesBuckets: number): RunSeri
 
 /**
  * Lower bounds on any scheduler's cost for the trace (src/bench/cost-bound.ts), when the report carries them: the
- * summary states them and the cumulative-cost chart draws the timed bound dashed.
+ * summary states them and the cumulative-cost chart draws the timed bound dashed. At spot prices they bound what the
+ * instances cost before AWS's refunds (`SPOT_REFUNDS`), so a run with such reclaims may be billed less.
  */
 export interface ReportBounds {
   readonly workBound: number;
@@ -81,6 +85,12 @@ export interface ReportBounds {
     readonly cumulativeCost: readonly number[];
   };
 }
+
+/**
+ * Why a spot run's bill may go below the bounds at spot prices: they price the instance time every schedule needs,
+ * and AWS charges nothing for some of it (core/spot.ts `FREE_INTERRUPTED_SPOT_SECONDS`).
+ */
+export const SPOT_REFUNDS = 'AWS charges nothing for a spot instance EC2 reclaims in its first hour';
 
 export function reportJson(
   results: readonly RunResult[],

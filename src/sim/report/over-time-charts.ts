@@ -6,7 +6,7 @@ import type {
   YAXisComponentOption,
 } from 'echarts';
 import type { RunResult } from '../../world/run-result.js';
-import type { ReportBounds } from './json.js';
+import { SPOT_REFUNDS, type ReportBounds } from './json.js';
 import { SECONDS_PER_HOUR } from './series-metrics.js';
 import { fmt } from '../../report/chart.js';
 import { integer, money } from './format.js';
@@ -133,7 +133,9 @@ export function costChart(
         ? ''
         : capped
           ? ' Grey diamond: the work bound, what a fluid fleet (fractional instances, resized at will) would cost ' +
-            'for the trace’s task-hours, below which no schedule’s total can go. Under a cap or quota jobs wait, ' +
+            'for the trace’s task-hours, below which no schedule’s total can go' +
+            (bounds.atSpotPrices === true ? ` but by refunds no bound counts (${SPOT_REFUNDS})` : '') +
+            '. Under a cap or quota jobs wait, ' +
             'so the timed lower bound (every job run from its arrival, none waiting) neither paces these runs nor ' +
             'bounds them, and is not drawn.'
           : ' Dashed grey: the timed lower bound, what a fluid fleet (fractional instances, resized at will) would ' +

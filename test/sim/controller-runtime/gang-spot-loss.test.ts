@@ -94,7 +94,10 @@ describe('a spot interruption that takes one host of a two-task job', () => {
       for (const run of [engine, controller]) {
         expect(run.summary.jobs).toBe(1);
         expect(run.jobs[0]?.endSeconds).not.toBeNull();
-        expect(run.spot?.lostWorkHours).toBeGreaterThan(0);
+        // SkyPilot loses the work since the last periodic checkpoint; Karpenter's eviction at the notice lets the job
+        // save its progress on the SIGTERM (5 s to kill and upload, within the notice).
+        if (name === 'skypilot-spot') expect(run.spot?.lostWorkHours).toBeGreaterThan(0);
+        else expect(run.spot?.lostWorkHours).toBe(0);
         expect(run.jobs[0]?.migrations).toBe(0);
         expect(run.summary.migrationsPerJob).toBe(0);
       }

@@ -260,7 +260,9 @@ describe('report.html', () => {
     expect(page.includes('>norm. cost</th>')).toBe(false);
     expect(page).toContain('<td class="num">66.7%</td>');
     expect(page).toContain('The “÷ no-packing (on demand)” column');
-    expect(page).toContain('no schedule can cost less than $4.50 (0.500 of no-packing (on demand))');
+    expect(page).toContain(
+      "no schedule's instances can cost less than $4.50 (0.500 of no-packing (on demand))",
+    );
     const frontier = chartOption(page, 'chart-frontier') as unknown as { yAxis: { name: string } };
     expect(frontier.yAxis.name).toBe('cost (No-Packing on demand = 1)');
     // Without spot, no-packing is plainly itself.
