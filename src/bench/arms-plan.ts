@@ -2,6 +2,7 @@ import { basename } from 'node:path';
 import type { PriceOverrides } from '../core/catalog.js';
 import { ValidationError } from '../core/validation.js';
 import { loadRequestCatalog, loadRequestTrace, networkMatters, type RunRequest } from '../sim/run-request.js';
+import type { Trace } from '../world/trace.js';
 import { catalogName, earlierPeaksByCatalog, referenceKey, runCatalog } from './arm-catalogs.js';
 import type { ArmBuild } from './arms-flags.js';
 import type { Arm } from './arms-report.js';
@@ -56,11 +57,14 @@ export interface ArmsPlan {
 /** Trace formats generated from the seed; the others (eva, fleetwise, specs) are read from a file as they are. */
 const SEEDED_TRACE_FORMATS: ReadonlySet<string> = new Set(['alibaba', 'synthetic', 'success']);
 
-/** Whether the run's `--seed` changes it: the generated trace, the spot market, or the simulated network (run-request.ts). */
-export function seedVariesRun(request: RunRequest): boolean {
+/**
+ * Whether the run's `--seed` changes it: the generated trace, the spot market, or the simulated network
+ * (run-request.ts). `trace`: the request's, when already loaded.
+ */
+export function seedVariesRun(request: RunRequest, trace?: Trace): boolean {
   if (SEEDED_TRACE_FORMATS.has(request.trace.format) || request.spot !== undefined) return true;
   // A file trace is read as it is, but a network its jobs declare is drawn from the seed (a small file to read).
-  return networkMatters(request, loadRequestTrace(request, loadRequestCatalog(request)));
+  return networkMatters(request, trace ?? loadRequestTrace(request, loadRequestCatalog(request)));
 }
 
 /**
@@ -72,14 +76,18 @@ const seedArgs = (seed: number): string[] => ['--seed', String(seed)];
 /** What commander says of a required option missing (program.ts `checkRequiredOptionsLast`). */
 const MISSING_REQUIRED = /^required option '[^']+' not specified$/;
 
+/** A $/hour cap to check flags that need one under: the arm's own, or the bench's (--cap-share), is the real one. */
+const SOME_DOLLAR_CAP = ['--cap-dollars-per-hour', '1'];
+
 /**
  * --common's own mistakes (a flag simulate does not know, a value missing at its end) refused as --common's: in an
  * arm's run the arm's first flag would be taken for that missing value, and the arm blamed. A required flag it leaves
- * to the arms (--scheduler) is no mistake.
+ * to the arms (--scheduler) is no mistake, nor a flag that needs a $/hour cap (--admit-by): checked under one, since
+ * each arm may give its own and --cap-share gives every arm one (a run left without any is refused as the arm plans).
  */
 function checkCommonFlags(common: readonly string[], seed: number, parseFlags: ParseFlags): void {
   try {
-    parseFlags([...seedArgs(seed), ...common], '--common');
+    parseFlags([...seedArgs(seed), ...SOME_DOLLAR_CAP, ...common], '--common');
   } catch (e) {
     if (e instanceof ValidationError && e.problems.every((p) => MISSING_REQUIRED.test(p))) return;
     throw e;
@@ -87,8 +95,27 @@ function checkCommonFlags(common: readonly string[], seed: number, parseFlags: P
 }
 
 /**
- * Seed `seed`'s uncapped reference run: the --common flags alone, on `catalog` when it is another than theirs. A cap
- * there (a --config's) would cap it, and so every cap taken from it: refused.
+ * The simulate flags that act only under a $/hour cap: uncapped they change nothing, and simulate refuses them. Each
+ * takes a value.
+ */
+const DOLLAR_CAP_FLAGS: readonly string[] = ['--admit-by'];
+
+/** `args` without the flags that act only under a $/hour cap, in either form (`--admit-by x`, `--admit-by=x`). */
+function withoutDollarCapFlags(args: readonly string[]): string[] {
+  const kept: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string;
+    if (DOLLAR_CAP_FLAGS.includes(arg))
+      i++; // and its value
+    else if (!DOLLAR_CAP_FLAGS.some((flag) => arg.startsWith(`${flag}=`))) kept.push(arg);
+  }
+  return kept;
+}
+
+/**
+ * Seed `seed`'s uncapped reference run: the --common flags alone, on `catalog` when it is another than theirs,
+ * without those that act only under the $/hour cap the arms run with (--admit-by): uncapped they would change nothing
+ * and be refused. A cap there (a --config's) would cap it, and so every cap taken from it: refused.
  */
 function referenceRun(
   planRun: PlanRun,
@@ -98,7 +125,11 @@ function referenceRun(
 ): RunRequest {
   // The arm's catalog after the --common flags: it is the one the reference runs, whatever theirs.
   const reference = planRun(
-    [...seedArgs(seed), ...common, ...(catalog === undefined ? [] : ['--catalog', catalog])],
+    [
+      ...seedArgs(seed),
+      ...withoutDollarCapFlags(common),
+      ...(catalog === undefined ? [] : ['--catalog', catalog]),
+    ],
     catalog === undefined ? '--common' : `--common on ${catalogName(catalog)}`,
     `seed ${seed} uncapped${catalog === undefined ? '' : ` on ${basename(catalog)}`}`,
   );
@@ -215,7 +246,7 @@ export async function planArms(
     }),
   );
   // Seeds that all run the same thing make identical differences: a spread of 0, and nothing learnt from the seeds.
-  if (seeds.length > 1 && !otherSeeded && !checked.some(seedVariesRun))
+  if (seeds.length > 1 && !otherSeeded && !checked.some((request) => seedVariesRun(request)))
     throw new ValidationError('--common', [
       `every seed of --seeds ${seeds.join(',')} would be the same run: the seed changes neither the trace ` +
         `(${checked[0]?.trace.format ?? 'this'} traces are fixed; alibaba, synthetic and success are generated from it) ` +

@@ -154,3 +154,50 @@ describe('bench arms plans', () => {
     expect(calls.length).toBe(2);
   });
 });
+
+describe('bench arms with a flag that acts only under a $/hour cap in --common', () => {
+  const ADMIT = ['--admit-by', 'plan-cost'];
+
+  it('runs the uncapped reference without it, and the arms with it under their caps', async () => {
+    for (const common of [
+      [...COMMON, ...ADMIT],
+      [...ADMIT, ...COMMON],
+      [...COMMON, '--admit-by=plan-cost'],
+    ]) {
+      const { planRun, calls } = countingPlanRun();
+      const plan = await planArms(input(['a=', 'b=--queue srpt'], { common }), planRun, checkedSimulatePlan);
+      // Uncapped, the flag would change nothing (and simulate refuses it): the reference is the run without it.
+      expect(plan.referenceRuns, common.join(' ')).toEqual(
+        [5, 6].map((seed) =>
+          planSimulateRun(['--seed', String(seed), ...COMMON], 'x', `seed ${seed} uncapped`),
+        ),
+      );
+      // Each arm was checked with it, under the bench's cap.
+      const armChecks = calls.filter((args) => args.includes('--cap-dollars-per-hour'));
+      expect(armChecks.length).toBe(2);
+      for (const args of armChecks) expect(args.join(' ')).toMatch(/--admit-by( |=)plan-cost/);
+      const armRun = planRun(['--seed', '5', '--cap-dollars-per-hour', '1', ...common], 'x', 'a');
+      expect(armRun.queue?.admitBy).toBe('plan-cost');
+    }
+  });
+
+  it('without --cap-share, leaves it to the arms that give a cap, and refuses it where none does', async () => {
+    const common = [...COMMON, ...ADMIT];
+    const capped = await planArms(
+      input(['a=--cap-dollars-per-hour 40', 'b=--cap-dollars-per-hour 40 --queue srpt'], {
+        common,
+        capShare: null,
+      }),
+      planSimulateRun,
+      checkedSimulatePlan,
+    );
+    expect(capped.fixedCaps).toEqual({ a: 40, b: 40 });
+    await expect(
+      planArms(
+        input(['a=--cap-dollars-per-hour 40', 'b=--queue srpt'], { common, capShare: null }),
+        planSimulateRun,
+        checkedSimulatePlan,
+      ),
+    ).rejects.toThrow(/^--admit-by: sizes waiting jobs against the \$\/hour cap/);
+  });
+});

@@ -195,8 +195,9 @@ describe('simulate/tune flag parsing', () => {
       'queue:\n  classes:\n    - { id: all, weight: 1 }\nroundSeconds: 60\ncluster: c\nstateDir: s\n',
     );
     const whole =
-      "a controller config's setting: a queue config has a queue: section and, as fleetwise tune prints them, " +
-      'caps:, scheduler:, roundSeconds:, catalog:, priceOverrides: sections; give a whole controller config with --config';
+      "a controller config's setting: a queue config has a queue: section and what fleetwise tune prints beside " +
+      'it (caps:, scheduler:, roundSeconds:, catalog:, priceOverrides:, coStart:, placeBetweenRounds:, ' +
+      'bindBetweenRounds:, makeBeforeBreak:); give a whole controller config with --config';
     expect(refusal(() => readQueueConfigFile(controllerConfig)).problems).toEqual([
       `cluster (line 5): ${whole}`,
       `stateDir (line 6): ${whole}`,

@@ -1,10 +1,16 @@
-import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { checkDependentFlags, type DependentFlags } from '../../src/cli/commands/simulate-flag-rules.js';
 import { parseSimulateArgs } from '../../src/cli/commands/simulate.js';
 import { simulationPlan } from '../../src/cli/commands/simulate-plan.js';
 import { ValidationError } from '../../src/core/validation.js';
 
 /** A simulate flag that would do nothing without another is refused, naming it and what it needs. */
+
+const scratch = mkdtempSync(join(tmpdir(), 'fleetwise-simulate-flag-rules-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 const base: DependentFlags = { runtime: 'engine', schedulers: ['eva'], valuesOfTime: ['auto'] };
 
@@ -41,20 +47,20 @@ describe('simulate flags that need another', () => {
     expect(refusal({ schedulers: ['karpenter', 'no-packing'] })).toBe('accepted');
   });
 
-  it('refuses --checkpoint-minutes without --spot on, on the command line too', () => {
-    // Only a spot reclaim sends a job back to its latest periodic checkpoint: without spot the flag changes nothing.
+  it('refuses --checkpoint-minutes without --spot on, and --admit-by without a $/hour cap', () => {
+    // Only a spot reclaim sends a job back to its latest periodic checkpoint; only a $ cap sizes waiting jobs.
     expect(refusal({ checkpointMinutes: 1 })).toBe(
       '--checkpoint-minutes: needs --spot on (a checkpoint-stop saves all progress: only a spot reclaim loses ' +
         'what the last checkpoint did not save)',
     );
     expect(refusal({ checkpointMinutes: 0, spot: 'off' })).toMatch(/^--checkpoint-minutes: needs --spot on/);
     expect(refusal({ checkpointMinutes: 0, spot: 'on' })).toBe('accepted');
-    const plan = (...args: string[]) =>
-      simulationPlan(
-        parseSimulateArgs(['--format', 'eva', '--jobs', '2', '--scheduler', 'eva', ...args], 'test'),
-      );
-    expect(() => plan('--checkpoint-minutes', '5')).toThrow(/^--checkpoint-minutes: needs --spot on/);
-    expect(plan('--checkpoint-minutes', '5', '--spot', 'on').requests[0]?.checkpointMinutes).toBe(5);
+    expect(refusal({ admitBy: 'plan-cost' })).toBe(
+      '--admit-by: sizes waiting jobs against the $/hour cap: needs --cap-dollars-per-hour (or ' +
+        'caps.maxCostPerHour in --config or --queue-config)',
+    );
+    expect(refusal({ admitBy: 'standalone', dollarCapped: false })).toMatch(/^--admit-by: /);
+    expect(refusal({ admitBy: 'plan-cost', dollarCapped: true })).toBe('accepted');
   });
 
   it('accepts each with it, and an explicit off', () => {
@@ -65,6 +71,41 @@ describe('simulate flags that need another', () => {
     expect(refusal({ bind: 'on', placeBetweenRounds: 'on' })).toBe('accepted');
     expect(refusal({ bind: 'off' })).toBe('accepted'); // the arms of a comparison name every part, on or off
     expect(refusal({ pollSeconds: 5, runtime: 'controller' })).toBe('accepted');
+  });
+});
+
+describe('--admit-by on the command line', () => {
+  const plan = (...args: string[]) =>
+    simulationPlan(
+      parseSimulateArgs(['--format', 'eva', '--jobs', '2', '--scheduler', 'no-packing', ...args], 'test'),
+    );
+  const refused = (args: string[]): string => {
+    try {
+      plan(...args);
+    } catch (e) {
+      expect(e).toBeInstanceOf(ValidationError);
+      return (e as Error).message;
+    }
+    return 'accepted';
+  };
+
+  it('is refused without any $/hour cap, an instance cap being none', () => {
+    expect(refused(['--admit-by', 'plan-cost'])).toMatch(
+      /^--admit-by: sizes waiting jobs against the \$\/hour cap/,
+    );
+    expect(refused(['--admit-by', 'plan-cost', '--cap-instances', '3'])).toMatch(/^--admit-by: /);
+    expect(refused(['--checkpoint-minutes', '5'])).toMatch(/^--checkpoint-minutes: needs --spot on/);
+    expect(plan('--checkpoint-minutes', '5', '--spot', 'on').requests[0]?.checkpointMinutes).toBe(5);
+  });
+
+  it('sizes jobs under a $/hour cap from the flag, a controller config or a tuned queue config', () => {
+    expect(plan('--admit-by', 'plan-cost', '--cap-dollars-per-hour', '50').queue?.admitBy).toBe('plan-cost');
+    const config = join(scratch, 'config.yaml');
+    writeFileSync(config, 'cluster: x\nstateDir: st\ncaps:\n  maxCostPerHour: 50\n');
+    expect(plan('--admit-by', 'standalone', '--config', config).queue?.admitBy).toBe('standalone');
+    const tuned = join(scratch, 'tuned.yaml');
+    writeFileSync(tuned, 'queue:\n  classes:\n    - { id: all, weight: 1 }\ncaps:\n  maxCostPerHour: 50\n');
+    expect(plan('--admit-by', 'plan-cost', '--queue-config', tuned).queue?.admitBy).toBe('plan-cost');
   });
 });
 

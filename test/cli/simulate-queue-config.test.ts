@@ -1,7 +1,8 @@
 /**
  * `simulate --queue-config` with what `fleetwise tune` prints: the queue, and the caps and `admitBy` it was tuned
- * under (tune's runs also have co-start, placement between rounds, binding and make-before-break on, as a controller
- * config has them, which a queue config leaves to simulate's flags).
+ * under, and the behaviours it turned off (tune's runs have co-start, placement between rounds, binding and
+ * make-before-break on unless told otherwise, as a controller config has them; those the file leaves out are left to
+ * simulate's flags, or a controller config's).
  */
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -228,6 +229,8 @@ describe('simulate --queue-config beside a controller config', () => {
       'roundSeconds: 30',
       'caps:',
       '  maxInstances: 9',
+      // A $ cap, which admitBy sizes jobs against (without one --admit-by is refused).
+      '  maxCostPerHour: 500',
       '  admitBy: plan-cost',
     ]);
     const p = plan(`${EVA} --queue-config ${standalone} --config ${explicit}`);
@@ -314,5 +317,75 @@ describe('a $ cap no job fits under, set in a file', () => {
     ).queue?.caps;
     expect(flagged).toMatchObject({ maxInstances: 3 });
     expect(flagged?.sources).toBeUndefined();
+  });
+});
+
+describe('simulate --queue-config with the behaviours tune printed', () => {
+  const EVA = '--format eva --jobs 5 --scheduler eva';
+  const allOff = file('behaviours-off.yaml', [
+    ...QUEUE,
+    'caps:',
+    '  maxCostPerHour: 500',
+    '  admitBy: plan-cost',
+    'coStart: false',
+    'placeBetweenRounds: false',
+    'bindBetweenRounds: false',
+    'makeBeforeBreak: false',
+  ]);
+  const allOn = file('behaviours-on.yaml', [
+    ...QUEUE,
+    'coStart: true',
+    'placeBetweenRounds: true',
+    'bindBetweenRounds: true',
+    'makeBeforeBreak: true',
+  ]);
+  const behavioursOf = (r: RunRequest) => [
+    r.starts?.coStart,
+    r.starts?.placeBetweenRounds,
+    r.starts?.bind,
+    r.makeBeforeBreak,
+  ];
+
+  it('runs each as the file says, over a controller config that leaves it to its defaults (on)', () => {
+    const p = plan(`${EVA} --queue-config ${allOff} --config ${dollarsOnly}`);
+    expect(behavioursOf(p.requests[0] as RunRequest)).toEqual([false, false, false, false]);
+    expect(p.behaviours.coStart.from).toBe(`${allOff}: coStart`);
+    expect(p.behaviours.makeBeforeBreak.from).toBe(`${allOff}: makeBeforeBreak`);
+    // The controller runtime runs them so too.
+    const controller = plan(`${EVA} --queue-config ${allOff} --config ${dollarsOnly} --runtime controller`);
+    expect(behavioursOf(controller.requests[0] as RunRequest)).toEqual([false, false, false, false]);
+    // Without the queue config, the controller config's defaults.
+    expect(behavioursOf(plan(`${EVA} --config ${dollarsOnly}`).requests[0] as RunRequest)).toEqual([
+      true,
+      true,
+      true,
+      true,
+    ]);
+    // On, where simulate alone runs them off.
+    expect(behavioursOf(plan(`${EVA} --queue-config ${allOn}`).requests[0] as RunRequest)).toEqual([
+      true,
+      true,
+      true,
+      true,
+    ]);
+  });
+
+  it('lets the flags, and a controller config that writes them, win over the file', () => {
+    const flagged = plan(
+      `${EVA} --queue-config ${allOff} --co-start on --place-between-rounds on --bind on --make-before-break on`,
+    );
+    expect(behavioursOf(flagged.requests[0] as RunRequest)).toEqual([true, true, true, true]);
+    expect(flagged.behaviours.coStart.from).toBeUndefined();
+    const written = file('behaviours-config.yaml', ['cluster: x', 'stateDir: st', 'coStart: true']);
+    const p = plan(`${EVA} --queue-config ${allOff} --config ${written}`);
+    expect(behavioursOf(p.requests[0] as RunRequest)).toEqual([true, false, false, false]);
+    expect(p.behaviours.coStart.from).toBe(`${written}: coStart`);
+  });
+
+  it('refuses a value other than true or false, naming the field and its line', () => {
+    const bad = file('behaviours-bad.yaml', [...QUEUE, 'coStart: sometimes']);
+    const e = refusal(() => plan(`${EVA} --queue-config ${bad}`));
+    expect(e.source).toBe(bad);
+    expect(e.problems).toEqual([expect.stringMatching(/^coStart \(line 4\): /)]);
   });
 });

@@ -100,8 +100,8 @@ describe('fleetwise simulate --runtime', () => {
     expect(settings).toMatchObject({
       runtime: 'engine',
       controllerConfig: 'examples/config/fleetwise-capped.yaml',
-      placeBetweenRounds: 'on (config)',
-      coStart: 'on (config)',
+      placeBetweenRounds: 'on (examples/config/fleetwise-capped.yaml, by default)',
+      coStart: 'on (examples/config/fleetwise-capped.yaml, by default)',
       evaPaybackMargin: 8,
     });
     rmSync(dirname(out), { recursive: true, force: true });

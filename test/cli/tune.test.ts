@@ -50,6 +50,7 @@ describe('fleetwise tune (CLI subprocess)', () => {
   let defaultDir = '';
   let standaloneDir = '';
   let tunedUnder: CliResult;
+  let admitByUncapped: CliResult;
   const savingsPlan = join(PROJECT_ROOT, 'examples', 'prices', 'savings-plan.yaml');
 
   // All subprocesses at once: the small ones are mostly CLI start-up, which overlaps the search's simulations.
@@ -82,6 +83,7 @@ describe('fleetwise tune (CLI subprocess)', () => {
       byDefault,
       byStandalone,
       tunedUnder,
+      admitByUncapped,
     ] = await Promise.all([
       cli([...TINY, '--json', '--out', outDir]),
       cli([
@@ -154,6 +156,7 @@ describe('fleetwise tune (CLI subprocess)', () => {
         process.env,
         { cwd: outDir },
       ),
+      cli([...TINY, '--admit-by', 'standalone']),
     ]);
     parsed = JSON.parse(run.stdout) as TuneJson;
   }, 120_000);
@@ -311,6 +314,15 @@ describe('fleetwise tune (CLI subprocess)', () => {
     expect(noCap.code).toBe(2);
     expect(noCap.stdout).toBe('');
     expect(noCap.stderr).toContain('--cap-dollars-per-hour / --cap-instances: give at least one cap');
+  });
+
+  it('refuses --admit-by without a $/hour cap, which it would size no job against, as simulate does', () => {
+    expect(admitByUncapped.code).toBe(2);
+    expect(admitByUncapped.stdout).toBe('');
+    expect(admitByUncapped.stderr).toContain(
+      'invalid input: --admit-by\n  - sizes waiting jobs against the $/hour cap: needs --cap-dollars-per-hour',
+    );
+    expect(admitByUncapped.stderr).not.toMatch(/candidates done|failed to simulate/);
   });
 
   it('refuses caps no job fits under alone before searching, as simulate does', () => {

@@ -292,7 +292,7 @@ describeWithDocker('a real dockerd stopping and hanging under a worker', (engine
         /^warn the docker executor did not answer: the Docker engine did not answer (a container listing|the inspect of hung-1\.0's container) within 1 s/;
       await until(
         'the worker to say it gave up on the engine',
-        () => (logger.lines.some((l) => gaveUp.test(l)) ? true : undefined),
+        async () => (logger.lines.some((l) => gaveUp.test(l)) ? true : undefined),
         HANG_MS,
       );
 

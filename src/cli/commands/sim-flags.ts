@@ -358,6 +358,11 @@ const queueFileSchema = z.strictObject({
   roundSeconds: roundSecondsSchema.pipe(simulatedPeriodSeconds).optional(),
   catalog: catalogPathSchema.optional(),
   priceOverrides: configPriceOverridesSchema,
+  // The controller's behaviours tune ran other than a controller config's defaults (tune writes each it turned off).
+  coStart: z.boolean().optional(),
+  placeBetweenRounds: z.boolean().optional(),
+  bindBetweenRounds: z.boolean().optional(),
+  makeBeforeBreak: z.boolean().optional(),
 });
 const TUNED_SECTIONS: readonly string[] = Object.keys(queueFileSchema.shape).filter((k) => k !== 'queue');
 
@@ -372,6 +377,11 @@ export interface QueueConfigFile {
   readonly catalog?: string | undefined;
   /** Its `priceOverrides:`, named by the file and section. */
   readonly priceOverrides?: PriceOverridesFromFile | undefined;
+  /** The controller's behaviours it was tuned with, where the file writes them (named as a controller config's). */
+  readonly coStart?: boolean | undefined;
+  readonly placeBetweenRounds?: boolean | undefined;
+  readonly bindBetweenRounds?: boolean | undefined;
+  readonly makeBeforeBreak?: boolean | undefined;
 }
 
 /** A controller config's `scheduler:` section: the policy's name, and Eva's tunables. */
@@ -381,18 +391,19 @@ export type SchedulerSection = z.output<typeof schedulerSchema>;
 function controllerSettingNote(path: readonly (string | number)[], key: string): string | undefined {
   if (path.length > 0 || !fieldsAt(controllerConfigSchema, []).includes(key)) return undefined;
   return (
-    `a controller config's setting: a queue config has a queue: section and, as fleetwise tune prints them, ` +
-    `${TUNED_SECTIONS.map((k) => `${k}:`).join(', ')} sections; give a whole controller config with --config`
+    `a controller config's setting: a queue config has a queue: section and what fleetwise tune prints beside it ` +
+    `(${TUNED_SECTIONS.map((k) => `${k}:`).join(', ')}); give a whole controller config with --config`
   );
 }
 
 /**
  * `--queue-config FILE`: a WFQ config in YAML or JSON, either bare or as the controller config's `queue:` section,
  * with the sections beside it that `fleetwise tune` prints: `caps:` (the caps and `admitBy` it was tuned under), and
- * the `scheduler:`, `roundSeconds:`, `catalog:` and `priceOverrides:` it ran with when not the defaults (a run of its
- * config under other settings would not be the run it measured). Validated as a controller config is: each problem
- * names the file, the field and its line, an unknown key the field it likely meant; any other section is refused, not
- * ignored (a whole controller config goes in `--config`).
+ * the `scheduler:`, `roundSeconds:`, `catalog:`, `priceOverrides:` and behaviours (`coStart`, `placeBetweenRounds`,
+ * `bindBetweenRounds`, `makeBeforeBreak`) it ran with when not the defaults (a run of its config under other settings
+ * would not be the run it measured). Validated as a controller config is: each problem names the file, the field and
+ * its line, an unknown key the field it likely meant; any other section is refused, not ignored (a whole controller
+ * config goes in `--config`).
  */
 /** The keys of a bare WFQ config (`queue:`'s fields). */
 const BARE_QUEUE_KEYS: readonly string[] = ['classifyBy', 'classes', 'preemption', 'ordering'];
@@ -413,13 +424,14 @@ export function readQueueConfigFile(path: string): QueueConfigFile {
   const { value } = file;
   if (typeof value !== 'object' || value === null || !Object.keys(value).some(meansQueueSection))
     return { queue: parseFileWith(queueSchema, file) };
-  const { queue, caps, scheduler, roundSeconds, catalog, priceOverrides } = parseFileWith(
+  const { queue, caps, scheduler, roundSeconds, catalog, priceOverrides, ...behaviours } = parseFileWith(
     queueFileSchema,
     file,
     controllerSettingNote,
   );
   return {
     queue,
+    ...behaviours,
     ...(caps === undefined ? {} : { caps }),
     ...(scheduler === undefined ? {} : { scheduler }),
     ...(roundSeconds === undefined ? {} : { roundSeconds }),

@@ -1,5 +1,8 @@
+import { seedVariesRun } from '../../bench/arms-plan.js';
 import { ValidationError } from '../../core/validation.js';
 import type { SchedulerName } from '../../scheduler/registry.js';
+import type { RunRequest } from '../../sim/run-request.js';
+import type { Trace } from '../../world/trace.js';
 import { flagName } from './sim-flags.js';
 
 /**
@@ -41,6 +44,10 @@ export interface DependentFlags {
   readonly spotPriceOverrides?: boolean | undefined;
   /** How often jobs checkpoint: only a spot reclaim sends a job back to its latest periodic checkpoint. */
   readonly checkpointMinutes?: number | undefined;
+  /** `--admit-by` as given: how waiting jobs are sized against the $/hour cap. */
+  readonly admitBy?: string | undefined;
+  /** Whether the runs have a $/hour cap: the flag's, a controller config's (`--config`) or a tuned queue config's. */
+  readonly dollarCapped?: boolean | undefined;
 }
 
 /** Whether a scheduler is Eva or one of its ablations (`eva-rp`, …): the runs the Eva flags tune. */
@@ -95,6 +102,11 @@ export function checkDependentFlags(o: DependentFlags): void {
       'needs --spot on (a checkpoint-stop saves all progress: only a spot reclaim loses what the last checkpoint ' +
         'did not save)',
     ]);
+  if (o.admitBy !== undefined && o.dollarCapped !== true)
+    throw new ValidationError('--admit-by', [
+      'sizes waiting jobs against the $/hour cap: needs --cap-dollars-per-hour (or caps.maxCostPerHour in --config ' +
+        'or --queue-config)',
+    ]);
   if (o.targetSlowdown !== undefined && !o.valuesOfTime.includes('auto'))
     throw new ValidationError('--target-slowdown', [
       'applies to a learned value of time only: add auto to --value-of-time',
@@ -107,4 +119,20 @@ export function checkDependentFlags(o: DependentFlags): void {
     throw new ValidationError('--poll-seconds', [
       "paces the controller's reconcile passes: needs --runtime controller (the engine acts at each event)",
     ]);
+}
+
+/**
+ * `--seed` where it changes nothing: a trace read from a file as it is (eva, fleetwise, specs), with no spot market
+ * and no simulated network to draw from it. Checked by `simulate` alone: `bench arms` gives every run its seed, and
+ * refuses seeds that would all run the same itself. `request`: any of the runs (they share the trace, spot and
+ * network); `trace`: its trace, loaded.
+ */
+export function checkSeedTaken(seed: number | undefined, request: RunRequest, trace: Trace): void {
+  if (seed === undefined || seedVariesRun(request, trace)) return;
+  throw new ValidationError('--seed', [
+    `changes nothing here: ${request.trace.format} traces are read from their file as they are (alibaba, ` +
+      'synthetic and success traces are drawn from the seed), and nothing else of these runs is seeded (the spot ' +
+      'market of --spot on and the network of --latency-config, --latency-sensitive or jobs declaring one are): ' +
+      'leave it out',
+  ]);
 }

@@ -8,7 +8,7 @@ import { loadControllerConfig } from '../../controller/config-loading.js';
 import { admitByOf, capsOf, settingsFromConfig } from '../../controller/settings.js';
 import { DEFAULT_VALUE_OF_TIME_PER_JOB_HOUR } from '../../scheduler/eva.js';
 import type { CapSources, QueueCaps } from '../../queue/caps.js';
-import type { RunRequest } from '../../sim/run-request.js';
+import { checkRequestSpotZones, type RunRequest } from '../../sim/run-request.js';
 import { checkOutputDirectory } from '../output-target.js';
 import { colocationTableRequest } from './colocation-table-file.js';
 import {
@@ -240,13 +240,35 @@ export function simulationPlan(raw: RawSimulateOptions) {
           predict: o.predict ?? true,
           ...(admitBy !== undefined ? { admitBy } : {}),
         };
-  // Murmuration's parts (digest §7.5 arms): each as its flag says, else as a controller config (--config) says (both
-  // runtimes alike: the controller runtime runs the config's settings), else off; naming any reports the starts.
-  const flagOr = (flag: 'on' | 'off' | undefined, configured: boolean | undefined): boolean | undefined =>
-    flag === undefined ? configured : flag === 'on';
-  const coStartOn = flagOr(o.coStart, config?.coStart);
-  const placeOn = flagOr(o.placeBetweenRounds, config?.placeBetweenRounds);
-  const bindOn = flagOr(o.bind, config?.bindBetweenRounds);
+  // Murmuration's parts (digest §7.5 arms) and make-before-break: each as its flag says, else as a controller config
+  // (--config) or a tuned queue config says, as the other tuned settings are chosen (both runtimes alike: the
+  // controller runtime runs the config's settings), else off; naming any of the parts reports the starts.
+  const onFlag = (flag: 'on' | 'off' | undefined): boolean | undefined =>
+    flag === undefined ? undefined : flag === 'on';
+  const behaviours = {
+    coStart: tuned.pick('coStart', onFlag(o.coStart), config?.coStart, queueFile?.coStart),
+    placeBetweenRounds: tuned.pick(
+      'placeBetweenRounds',
+      onFlag(o.placeBetweenRounds),
+      config?.placeBetweenRounds,
+      queueFile?.placeBetweenRounds,
+    ),
+    bind: tuned.pick(
+      'bindBetweenRounds',
+      onFlag(o.bind),
+      config?.bindBetweenRounds,
+      queueFile?.bindBetweenRounds,
+    ),
+    makeBeforeBreak: tuned.pick(
+      'makeBeforeBreak',
+      onFlag(o.makeBeforeBreak),
+      config?.makeBeforeBreak,
+      queueFile?.makeBeforeBreak,
+    ),
+  };
+  const coStartOn = behaviours.coStart.value;
+  const placeOn = behaviours.placeBetweenRounds.value;
+  const bindOn = behaviours.bind.value;
   const starts =
     coStartOn === undefined && placeOn === undefined && bindOn === undefined
       ? undefined
@@ -276,8 +298,12 @@ export function simulationPlan(raw: RawSimulateOptions) {
     runtime,
     valuesOfTime,
     spotPriceOverrides: flagPrices?.overrides.spotPricePerType !== undefined,
+    dollarCapped: capDollarsPerHour !== undefined,
   });
   const spotOn = o.spot === 'on';
+  // Refused here, before any run starts, rather than in each run's worker.
+  if (runtime === 'engine')
+    checkRequestSpotZones({ network, ...(spotOn ? { spot: {} } : {}) }, loaded.catalog);
   // A value-of-time sweep (several values) runs each Eva scheduler once per value, named by it; baselines run once.
   const sweep = (o.valueOfTime?.length ?? 0) > 1;
   const runs = o.schedulers.flatMap((scheduler) =>
@@ -310,8 +336,8 @@ export function simulationPlan(raw: RawSimulateOptions) {
     pairwiseInterference: o.pairwiseInterference,
     queue,
     ...(starts === undefined ? {} : { starts }),
-    // The flag over a controller config's choice (the config's default is on, the simulator's off).
-    makeBeforeBreak: o.makeBeforeBreak === undefined ? config?.makeBeforeBreak : o.makeBeforeBreak === 'on',
+    // A controller config's default is on, the simulator's off.
+    makeBeforeBreak: behaviours.makeBeforeBreak.value,
     pollSeconds: o.pollSeconds,
     network,
     ...(spotOn
@@ -352,6 +378,7 @@ export function simulationPlan(raw: RawSimulateOptions) {
     runs,
     requests,
     starts,
+    behaviours,
     priceOverridesSource: prices?.source,
     tunedScheduler,
   };

@@ -13,9 +13,8 @@ import type { SimulationPlan } from './simulate-plan.js';
 
 /** The settings a `simulate` report states: what ran, each as the runs took it (flag, else config, else default). */
 export function reportSettings(plan: SimulationPlan): ReportSettings {
-  const { o, catalog, trace, config, quotas, queue, capDollarsPerHour, capInstances, roundSeconds, admitBy } =
-    plan;
-  const { spotOn, starts, priceOverridesSource } = plan;
+  const { o, catalog, trace, quotas, queue, capDollarsPerHour, capInstances, roundSeconds, admitBy } = plan;
+  const { spotOn, behaviours, priceOverridesSource } = plan;
   return {
     ...traceSettings(o, trace, catalog, priceOverridesSource),
     // Defaults as their values: a reader of the report should not need the code to know what ran.
@@ -56,10 +55,10 @@ export function reportSettings(plan: SimulationPlan): ReportSettings {
         : (o.runtime ?? 'engine') === 'controller'
           ? 'off (controller runtime)'
           : (queue.predict ?? false),
-    coStart: o.coStart ?? (starts?.coStart === true ? 'on (config)' : 'off'),
-    placeBetweenRounds: o.placeBetweenRounds ?? (starts?.placeBetweenRounds === true ? 'on (config)' : 'off'),
-    bind: o.bind ?? (starts?.bind === true ? 'on (config)' : 'off'),
-    makeBeforeBreak: o.makeBeforeBreak ?? (config?.makeBeforeBreak === true ? 'on (config)' : 'off'),
+    coStart: behaviourSetting(o.coStart, behaviours.coStart),
+    placeBetweenRounds: behaviourSetting(o.placeBetweenRounds, behaviours.placeBetweenRounds),
+    bind: behaviourSetting(o.bind, behaviours.bind),
+    makeBeforeBreak: behaviourSetting(o.makeBeforeBreak, behaviours.makeBeforeBreak),
     admitBy: admitBy ?? 'standalone',
     latencyConfig: o.latencyConfig ?? 'default network (3 zones, digest §10.2 round trips, no episodes)',
     spot: spotOn
@@ -67,6 +66,19 @@ export function reportSettings(plan: SimulationPlan): ReportSettings {
       : 'off (on demand only)',
     checkpointMinutes: o.checkpointMinutes ?? "the trace's, else 30",
   };
+}
+
+/**
+ * A controller behaviour as the runs took it: the flag's word, else on or off and the file that chose it (a controller
+ * config's, `--config`, by default or as written; a tuned queue config's, `--queue-config`), else off.
+ */
+function behaviourSetting(
+  flag: 'on' | 'off' | undefined,
+  chosen: { readonly value: boolean | undefined; readonly from?: string | undefined },
+): string {
+  if (flag !== undefined) return flag;
+  const word = chosen.value === true ? 'on' : 'off';
+  return chosen.from === undefined ? word : `${word} (${chosen.from})`;
 }
 
 /**

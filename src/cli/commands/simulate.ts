@@ -12,6 +12,7 @@ import { summaryTextTable } from '../../sim/report/format.js';
 import { runsJson } from '../../sim/report/json.js';
 import { withNormalizedCosts } from '../../sim/report/normalize.js';
 import { defaultParallelism, runInWorkers } from '../../sim/run-pool.js';
+import type { RunRequest } from '../../sim/run-request.js';
 import { SCHEDULER_NAMES } from '../../scheduler/registry.js';
 import type { RunResult } from '../../world/run-result.js';
 import { QUEUE_KINDS } from '../../sim/queue-options.js';
@@ -24,12 +25,14 @@ import {
 } from '../../scheduler/eva.js';
 import { RUNTIMES, type RawSimulateOptions } from './simulate-options.js';
 import { simulationPlan } from './simulate-plan.js';
+import { checkSeedTaken } from './simulate-flag-rules.js';
 import { progressDisplay } from './simulate-progress.js';
 import { reportSettings } from './simulate-report-settings.js';
 
 async function simulate(raw: RawSimulateOptions): Promise<void> {
   const plan = simulationPlan(raw);
   const { o, catalog, trace, spotOn, runs, requests } = plan;
+  checkSeedTaken(o.seed, requests[0] as RunRequest, trace);
   const parallel = o.parallel ?? defaultParallelism(requests.length);
   const progress = progressDisplay(runs.map((r) => r.label ?? r.scheduler));
   let raws: RunResult[];
@@ -156,7 +159,7 @@ function simulateOptions(command: Command): Command {
     )
     .option(
       '--queue-config <file>',
-      'queue layer: a WFQ config (YAML/JSON, bare or as a `queue:` section, e.g. from fleetwise tune, whose `caps:` section applies where no flag sets them); implies --queue wfq',
+      'queue layer: a WFQ config (YAML/JSON, bare or as a `queue:` section, e.g. from fleetwise tune, whose other sections (caps, scheduler, round period, catalog, prices, behaviours turned off) apply where no flag or --config sets them); implies --queue wfq',
     )
     .option(
       '--runtime <runtime>',

@@ -63,7 +63,7 @@ interface RawTuneOptions {
   readonly scheduler: string;
   readonly capDollarsPerHour?: string;
   readonly capInstances?: string;
-  readonly admitBy: string;
+  readonly admitBy?: string;
   readonly samples: string;
   readonly classes: string;
   readonly orderings: string;
@@ -141,7 +141,7 @@ const optionsSchema = z.object({
   scheduler: z.enum(SCHEDULER_NAMES, { error: `must be one of ${SCHEDULER_NAMES.join(', ')}` }),
   capDollarsPerHour: numberText(z.number().positive('must be > 0')).optional(),
   capInstances: numberText(z.number().int('must be an integer').positive('must be ≥ 1')).optional(),
-  admitBy: z.enum(ADMIT_BY, { error: `must be one of ${ADMIT_BY.join(', ')}` }),
+  admitBy: z.enum(ADMIT_BY, { error: `must be one of ${ADMIT_BY.join(', ')}` }).optional(),
   samples: numberText(
     z.number().int('must be an integer').min(1, 'must be ≥ 1').max(10_000, 'must be ≤ 10000'),
   ),
@@ -180,6 +180,11 @@ function parseOptions(raw: RawTuneOptions) {
       '--cap-dollars-per-hour / --cap-instances: give at least one cap; without a cap no job ever waits, so every ' +
         'WFQ config schedules alike',
     ]);
+  // As simulate refuses it: under an instance cap alone no job is sized against dollars, and the flag does nothing.
+  if (o.admitBy !== undefined && o.capDollarsPerHour === undefined)
+    throw new ValidationError('--admit-by', [
+      'sizes waiting jobs against the $/hour cap: needs --cap-dollars-per-hour',
+    ]);
   const caps: QueueCaps = {
     ...(o.capDollarsPerHour !== undefined ? { maxCostPerHour: o.capDollarsPerHour } : {}),
     ...(o.capInstances !== undefined ? { maxInstances: o.capInstances } : {}),
@@ -198,7 +203,14 @@ function parseOptions(raw: RawTuneOptions) {
     throw new ValidationError('--bind', [
       'binds what is placed between rounds to instances still coming up: needs --place-between-rounds on',
     ]);
-  return { ...o, format: o.format ?? inferFormat(o.trace), caps, behaviours, defaults };
+  return {
+    ...o,
+    format: o.format ?? inferFormat(o.trace),
+    admitBy: o.admitBy ?? TUNE_DEFAULT_ADMIT_BY,
+    caps,
+    behaviours,
+    defaults,
+  };
 }
 
 /**
@@ -438,8 +450,8 @@ export function registerTune(program: Command): Command {
     .option(
       '--admit-by <how>',
       `size jobs against the $ cap by ${ADMIT_BY.join('|')} (plan-cost: scaled by what the packed fleet really ` +
-        "costs), as the printed config's caps.admitBy tells the controller; default the controller's",
-      TUNE_DEFAULT_ADMIT_BY,
+        `costs), as the printed config's caps.admitBy tells the controller; needs --cap-dollars-per-hour; default ` +
+        `the controller's, ${TUNE_DEFAULT_ADMIT_BY}`,
     )
     .option('--samples <n>', 'number of candidate configs to simulate', String(DEFAULT_TUNE_SAMPLES))
     .option(
