@@ -61,13 +61,19 @@ export function formatDollars(amount: number): string {
   return `$${Number(text) === 0 ? text.replace(/^-/, '') : text}`;
 }
 
+/**
+ * A job's iterations done as a whole percent, rounded down: 100% only once every iteration is done (896/900 or
+ * 899.5/900 is 99%, not the 100% rounding to nearest shows while the job still runs). Without a total, the count.
+ */
 export function formatProgress(progress: {
   readonly completed: number;
   readonly total: number | null;
 }): string {
-  if (progress.total === null || progress.total <= 0)
-    return progress.completed > 0 ? `${progress.completed} it` : '-';
-  return `${Math.min(100, (100 * progress.completed) / progress.total).toFixed(0)}%`;
+  const { completed, total } = progress;
+  if (total === null || total <= 0) return completed > 0 ? `${completed} it` : '-';
+  if (completed >= total) return '100%';
+  // The epsilon keeps a float product such as 100 × 0.57 (56.99999…) at its exact percent.
+  return `${Math.max(0, Math.min(99, Math.floor((100 * completed) / total + 1e-9)))}%`;
 }
 
 export function printJson(value: unknown): void {

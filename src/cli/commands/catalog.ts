@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { catalogToFile, parseCatalog, regionSchema, type Catalog } from '../../core/catalog.js';
+import { errnoCode } from '../../core/errno.js';
 import { isPricePerHour, MIN_COST_PER_HOUR } from '../../core/price-per-hour.js';
 import type { SpotMarket } from '../../core/spot.js';
 import { parseWith, ValidationError } from '../../core/validation.js';
@@ -11,6 +12,7 @@ import type { Ec2Api } from '../../cloud/aws/ec2-api.js';
 import type { PricingApi } from '../../cloud/aws/pricing.js';
 import type { SpotPriceApi } from '../../cloud/aws/spot-prices.js';
 import { fixturePricingApi, PRICING_FIXTURE_DIR_ENV } from '../../cloud/aws/pricing-fixture.js';
+import { awsErrorCode, awsHttpStatus, configuredEndpoint } from '../../cloud/aws/client-config.js';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
 import { writeFilesAtomically } from '../atomic-file.js';
 import { checkOutputFile } from '../output-target.js';
@@ -84,10 +86,34 @@ export async function runCatalogRefresh(rawOptions: unknown, deps: CatalogRefres
   // Before any AWS call; and the write goes through a hidden temp file, whose name an error would show instead.
   if (options.out !== undefined) await checkOut(options.out);
   const base = loadCatalogFile(options.base);
-  const { refreshCatalog } = await import('../../cloud/aws/pricing.js');
+  const { PRICING_API_REGION, refreshCatalog } = await import('../../cloud/aws/pricing.js');
+  const pricing: PricingApi = {
+    getProducts: (input) =>
+      named(() => deps.pricing.getProducts(input), {
+        call: `Pricing GetProducts (the Price List API in ${PRICING_API_REGION}, for ${options.region}'s prices)`,
+        service: 'PRICING',
+      }),
+  };
+  const ec2: Pick<Ec2Api, 'describeInstanceTypes'> = {
+    describeInstanceTypes: (input) =>
+      named(() => deps.ec2.describeInstanceTypes(input), {
+        call: `EC2 DescribeInstanceTypes in ${options.region}`,
+        service: 'EC2',
+      }),
+  };
+  const spotPrices: SpotPriceApi | undefined =
+    deps.spotPrices === undefined
+      ? undefined
+      : {
+          describeSpotPriceHistory: (input) =>
+            named(() => (deps.spotPrices as SpotPriceApi).describeSpotPriceHistory(input), {
+              call: `EC2 DescribeSpotPriceHistory in ${options.region}`,
+              service: 'EC2',
+            }),
+        };
   const { catalog, warnings } = await refreshCatalog({
-    pricing: deps.pricing,
-    ec2: deps.ec2,
+    pricing,
+    ec2,
     region: options.region,
     base,
     ...(options.families === undefined
@@ -101,8 +127,8 @@ export async function runCatalogRefresh(rawOptions: unknown, deps: CatalogRefres
     `${catalog.crossZonePricePerGiB === undefined ? '' : 'and the cross-zone traffic price '}kept from ${options.base} ` +
     `(new types get their family's median).`;
   const spot =
-    options.spot && deps.spotPrices !== undefined
-      ? await refreshSpot(deps.spotPrices, catalog, base.spot, options, deps)
+    options.spot && spotPrices !== undefined
+      ? await refreshSpot(spotPrices, catalog, base.spot, options, deps)
       : undefined;
   const refreshed: Catalog = spot === undefined ? catalog : { ...catalog, spot };
   const file = catalogToFile(refreshed, source);
@@ -116,6 +142,118 @@ export async function runCatalogRefresh(rawOptions: unknown, deps: CatalogRefres
     deps.stderr(`wrote ${catalog.types.length} instance types for ${options.region} to ${options.out}\n`);
   }
   return refreshed;
+}
+
+/** One AWS call of a refresh, as its failure names it. */
+interface AwsCall {
+  /** The API, the operation and the region: `EC2 DescribeInstanceTypes in eu-west-1`. */
+  readonly call: string;
+  /** Whose AWS_ENDPOINT_URL_<SERVICE> points the client elsewhere. */
+  readonly service: 'PRICING' | 'EC2';
+}
+
+/** What the SDK's credential chain throws when no source gives credentials (or an SSO token). */
+const NO_CREDENTIALS_ERRORS: ReadonlySet<string> = new Set([
+  'CredentialsProviderError',
+  'TokenProviderError',
+]);
+
+/** What AWS answers credentials it does not take, or calls they may not make. */
+const REFUSED_ERRORS: ReadonlySet<string> = new Set([
+  'AuthFailure',
+  'UnauthorizedOperation',
+  'AccessDeniedException',
+  'UnrecognizedClientException',
+  'InvalidClientTokenId',
+  'InvalidSignatureException',
+  'SignatureDoesNotMatch',
+  'ExpiredToken',
+  'ExpiredTokenException',
+  'RequestExpired',
+  'OptInRequired',
+]);
+
+/** What connecting to an endpoint that is down, unknown or cut off answers; TimeoutError is the SDK's own. */
+const UNREACHABLE_ERRNO: ReadonlySet<string> = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+]);
+
+/**
+ * An AWS call whose failure names the call, its region and endpoint, and what to set: the SDK's message alone ("Could
+ * not load credentials from any providers", "getaddrinfo ENOTFOUND …", a JSON parse error) says none of them. A
+ * ValidationError is the refresh's own word on an answer, and passes unchanged.
+ */
+async function named<T>(send: () => Promise<T>, call: AwsCall): Promise<T> {
+  try {
+    return await send();
+  } catch (e) {
+    if (e instanceof ValidationError) throw e;
+    throw awsCallFailure(e, call);
+  }
+}
+
+function awsCallFailure(e: unknown, { call, service }: AwsCall, env: NodeJS.ProcessEnv = process.env): Error {
+  const endpoint = configuredEndpoint(service, env);
+  const own = `AWS_ENDPOINT_URL_${service}`;
+  // configuredEndpoint reads the service's own variable whenever it is set, AWS_ENDPOINT_URL only otherwise.
+  const variable = env[own] === undefined ? 'AWS_ENDPOINT_URL' : own;
+  const message = e instanceof Error ? e.message : String(e);
+  // The SDK adds a line on where to find the raw answer in the error object: nothing a CLI user can reach.
+  const firstLine = message.split('\n')[0] ?? message;
+  const code = awsErrorCode(e);
+  const status = awsHttpStatus(e);
+  const unreadable = code === 'SyntaxError' || message.includes('Deserialization error');
+  const reason = unreadable
+    ? `an answer it could not read${status === undefined ? '' : ` (HTTP ${status})`}: ${firstLine}`
+    : firstLine;
+  const hint = failureHint(e, { service, endpoint, variable, unreadable });
+  const at = endpoint === undefined ? '' : ` at ${endpoint} (${variable})`;
+  return new Error(
+    `catalog refresh: ${call}${at} failed: ${reason}${hint === undefined ? '' : `; ${hint}`}`,
+    {
+      cause: e,
+    },
+  );
+}
+
+function failureHint(
+  e: unknown,
+  where: {
+    readonly service: 'PRICING' | 'EC2';
+    readonly endpoint: string | undefined;
+    readonly variable: string;
+    readonly unreadable: boolean;
+  },
+): string | undefined {
+  const { service, endpoint, variable } = where;
+  const code = awsErrorCode(e);
+  if (code !== undefined && NO_CREDENTIALS_ERRORS.has(code))
+    return 'give AWS credentials (AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or an instance role)';
+  const status = awsHttpStatus(e);
+  if ((code !== undefined && REFUSED_ERRORS.has(code)) || status === 401 || status === 403)
+    return (
+      'AWS refused the credentials or the call: a refresh needs pricing:GetProducts, ec2:DescribeInstanceTypes ' +
+      'and ec2:DescribeSpotPriceHistory (infra/iam-policy.json grants them)'
+    );
+  const errno = errnoCode(e);
+  if ((errno !== undefined && UNREACHABLE_ERRNO.has(errno)) || code === 'TimeoutError')
+    return endpoint === undefined
+      ? 'AWS did not answer: check the network'
+      : `nothing answered at ${endpoint}: check ${variable}`;
+  if (!where.unreadable || endpoint === undefined) return undefined;
+  if (service === 'EC2') return `the answer is not EC2's: point ${variable} at an EC2 endpoint`;
+  // moto_server, the usual stand-in for EC2, serves no Price List API.
+  return variable === 'AWS_ENDPOINT_URL'
+    ? "the answer is not the Price List API's (moto_server, for one, has none): set AWS_ENDPOINT_URL_EC2 " +
+        'instead of AWS_ENDPOINT_URL, so that only EC2 calls go there and prices come from AWS'
+    : "the answer is not the Price List API's (moto_server, for one, has none): point AWS_ENDPOINT_URL_PRICING " +
+        'at an endpoint that serves it, or unset it to ask AWS';
 }
 
 /**

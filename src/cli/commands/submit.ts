@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { Command } from 'commander';
 import { isNode } from 'yaml';
 import { loadCatalogFile } from '../../cloud/catalog-file.js';
+import { errnoCode } from '../../core/errno.js';
 import { ValidationError } from '../../core/validation.js';
 import {
   isSpecMap,
@@ -101,6 +103,9 @@ export async function checkSpecFile(
   try {
     text = file === STDIN ? await readStdin(json) : await readFile(file, 'utf8');
   } catch (e) {
+    // A directory of specs (`submit examples/jobs/`) is a slip the shell's glob mends; EISDIR alone would not say so.
+    if (errnoCode(e) === 'EISDIR')
+      throw new ValidationError(source, [`is a directory: give spec files (e.g. ${join(file, '*.yaml')})`]);
     throw new ValidationError(source, [`cannot read: ${(e as Error).message}`]);
   }
   // Read once, as the controller reads spec text: a syntax error or repeated key is refused here with its line, and
@@ -164,7 +169,13 @@ export function registerSubmit(program: Command): void {
         '<file...>',
         'job spec files, e.g. examples/jobs/resnet.yaml; - reads one from standard input',
       )
-      .option('--json', 'print {"id": …} per job (one JSON object per line) instead of text')
+      .option(
+        '--json',
+        'print one JSON object per job, one a line, instead of text: {"id", "name", "team", "state", ' +
+          '"warnings", "waitingFor"}, with "array": {"index", "size"} for the jobs of an array and "replayed": ' +
+          "true for those an earlier run with the idempotency key submitted; with --dry-run, each file's dry run " +
+          'instead',
+      )
       .option(
         '--catalog <file>',
         'also check demands against this catalog locally (the controller checks them against its own, which decides)',
