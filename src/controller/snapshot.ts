@@ -29,8 +29,9 @@ import { type InstanceRecord, type JobRecord, type StateStore, type TaskRecord }
  *   `executing` only once all its tasks launched).
  * - A task moving to another instance (checkpointing at its source, a pending start at its destination) is
  *   reported at its destination: that is where the plan committed it and where it will need capacity.
- * - A pinned job with a task committed to an instance that is going away cannot move until it is reconfigurable
- *   again, and that task cannot stay on an instance no plan may use: the round sees the job with only its tasks
+ * - A pinned job with a task committed to an instance that is going away, or to none (a gang job going back to the
+ *   queue whose first task stopped while a sibling's checkpoint still uploads), cannot move or start until it is
+ *   reconfigurable again, and no plan can keep such a task where it is: the round sees the job with only its tasks
  *   committed to instances a plan may use, pinned there, so that the room they hold is not planned for another job;
  *   with none such, the job is left out.
  * - Where instances are (zone, placement group: asked for until launched, then obtained) and the round trips the
@@ -276,9 +277,11 @@ export function buildSnapshot(input: SnapshotInputs): ClusterSnapshot {
     const preparedAt = job.state === 'running' ? input.preparedSince.get(job.id) : undefined;
     const reconfigurable = job.state === 'queued' || preparedAt !== undefined;
     let committed = jobTasks.map((t) => committedInstanceOf(t, input.pendingStarts));
-    if (!reconfigurable && committed.some((id) => id !== undefined && !schedulable.has(id))) {
-      // Its tasks committed to instances a plan may use hold their room there until the job goes back to the queue
-      // (reconcile/jobs.ts): left out with the job, that room would look free and be planned for another job too.
+    if (!reconfigurable && committed.some((id) => id === undefined || !schedulable.has(id))) {
+      // Shown unplaced, a task would be placed by every scheduler, a move of a pinned job the diff refuses: no job
+      // would be placed until the job settles. Its tasks committed to instances a plan may use hold their room there
+      // until the job goes back to the queue (reconcile/jobs.ts): left out with the job, that room would look free
+      // and be planned for another job too.
       const kept = jobTasks.flatMap((t, i) => {
         const id = committed[i];
         return id !== undefined && schedulable.has(id) ? [{ task: t, id }] : [];

@@ -13,7 +13,7 @@ import { diffConfiguration, type ConfigurationDiff } from '../scheduler/actions.
 import type { Plan, Scheduler, ThroughputObservation, WaitingEntry } from '../scheduler/types.js';
 import { capHoldsJobsBack } from './between-rounds.js';
 import { capacityHolds, capacityWait } from './capacity-holds.js';
-import { planCapViolation } from './plan-caps.js';
+import { pinnedHold, planCapViolation } from './plan-caps.js';
 
 /**
  * One scheduling round, the same for the simulator and the controller (ARCHITECTURE.md "One scheduler, two
@@ -115,13 +115,14 @@ export function runRound(input: RoundInput): RoundOutcome {
   // Jobs admission holds back and victims are out of the planned snapshot, not ended (Eva's event rate counts endings).
   const liveJobIds = input.liveJobIds ?? input.snapshot.jobs.map((j) => j.id);
   const plan = withQueueWaits(
-    scheduler.plan(withoutVictims, { liveJobIds }),
+    withoutPinnedWaits(scheduler.plan(withoutVictims, { liveJobIds }), admitted),
     queue,
     admission.caps,
     holdWaits,
   );
   const diff = diffConfiguration(admitted, plan.configuration, input.catalog, { scheduler: scheduler.name });
-  const capViolation = planCapViolation(plan.configuration, diff, input.catalog, admission.caps);
+  const hold = pinnedHold(admitted, plan.configuration, diff);
+  const capViolation = planCapViolation(plan.configuration, diff, input.catalog, admission.caps, hold);
   if (input.carriedOut && capViolation === undefined) {
     admission.markPreempting(victims);
     admission.noteCut(plan.decision.waiting.filter((w) => !isQueueWait(w.cap)).map((w) => w.jobId));
@@ -143,6 +144,18 @@ export function isQueueWait(cap: string): boolean {
 export function waitingCapName(w: WaitingEntry): string {
   if (w.capName !== undefined) return w.capName;
   return isQueueWait(w.cap) ? w.cap.replace(/, position \d+$/, '') : w.cap;
+}
+
+/**
+ * The plan without the cap waits of pinned jobs (being launched or moved): a cap that cuts one from the plan does not
+ * stop it, as the diff keeps it where it is committed (scheduler/actions.ts), so it runs on rather than waits, and
+ * the round's cap check counts the instances it holds. Once it can move, a cut stops it and it is listed then.
+ */
+function withoutPinnedWaits(plan: Plan, snapshot: ClusterSnapshot): Plan {
+  const pinned = new Set(snapshot.jobs.filter((j) => !j.reconfigurable).map((j) => j.id));
+  const waiting = plan.decision.waiting.filter((w) => !pinned.has(w.jobId));
+  if (waiting.length === plan.decision.waiting.length) return plan;
+  return { ...plan, decision: { ...plan.decision, waiting } };
 }
 
 /**

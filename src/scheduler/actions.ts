@@ -17,7 +17,7 @@ import type { Configuration, PlannedInstance } from './types.js';
  * - A job with no placement that the plan places is started (a first launch, or a restart from the queue).
  * - A placed job that the plan leaves out is checkpointed and returned to the queue (e.g. a cap evicted it).
  * - Jobs being launched or migrated (not reconfigurable) stay where they are committed; a plan may repeat
- *   them or leave them out, but moving them is an error.
+ *   them or leave them out, but moving them is an error (a task of theirs committed nowhere is left where it is).
  * - An existing instance the plan leaves out is terminated once no task occupies it (reference
  *   `TerminateInstanceCommand`, gated on the instance being empty).
  */
@@ -182,7 +182,13 @@ function readPlannedInstances(ctx: DiffContext): void {
   }
 }
 
-/** Pinned jobs stay where they are committed; the plan may only repeat that. */
+/**
+ * Pinned jobs stay where they are committed; the plan may only repeat that. A pinned task committed nowhere (a gang
+ * job's task stopped while a sibling still checkpoints back to the queue) has no place to keep, and a pinned job is
+ * never started: its placement is set aside (no start, no room counted) rather than refusing the whole round, which
+ * would place no job anywhere until the job settles. The plan's instances are launched as planned: one planned for
+ * such a task alone stays empty until the next plan drops it, priced with the plan by the round's cap check.
+ */
 function keepPinnedJobs(ctx: DiffContext): void {
   for (const job of ctx.snapshot.jobs) {
     if (job.reconfigurable) continue;
@@ -191,7 +197,8 @@ function keepPinnedJobs(ctx: DiffContext): void {
       const target = ctx.plannedOf.get(taskId);
       if (target === undefined) {
         if (current !== undefined) ctx.keptPinned.set(taskId, current);
-      } else if (target !== current)
+      } else if (current === undefined) ctx.plannedOf.delete(taskId);
+      else if (target !== current)
         ctx.problems.push(
           `task ${taskId}: job ${job.id} is being launched or migrated and cannot move (to ${target})`,
         );

@@ -6,12 +6,13 @@ import type { PlannedInstance } from './types.js';
 
 /**
  * How each instance of a plan is bought. An existing instance keeps its market (a purchase option cannot change).
- * A new one goes to spot when the catalog offers its type there and its jobs allow it: always when one prefers spot
- * (and none refuses it), else when its expected spot cost (spot-cost.ts) is below the on-demand price; never when one
- * interruption would delay one of its jobs past the bound its owner set (`spotMaxDelaySeconds`). A spot
- * instance without a zone is placed in the pool a spot launch gets (price-capacity-optimized), so the plan, the caps
- * and the cloud price the same pool. Chosen per instance; a plan whose new spot instances would break a spot quota buys
- * some of them on demand instead (plan-quotas.ts spotQuotaFallback, applied by eva-cap-price.ts).
+ * A new one goes to spot when the catalog offers its type there and its jobs allow it: when one prefers spot (and
+ * none refuses it) and spot's price is below on demand's, else when its expected spot cost (spot-cost.ts) is below
+ * the on-demand price; never when one interruption would delay one of its jobs past the bound its owner set
+ * (`spotMaxDelaySeconds`). A spot instance without a zone is placed in the pool a spot launch gets
+ * (price-capacity-optimized), so the plan, the caps and the cloud price the same pool. Chosen per instance; a plan
+ * whose new spot instances would break a spot quota buys some of them on demand instead (plan-quotas.ts
+ * spotQuotaFallback, applied by eva-cap-price.ts).
  */
 
 export interface MarketInput {
@@ -48,7 +49,8 @@ export interface MarketChoice {
   readonly onDemand: PlannedInstance;
   /**
    * For a new spot instance, its type's on-demand $/hour less its expected spot cost (spot-cost.ts): what buying it
-   * on demand instead gives up (negative when a spot preference bought it dearer); 0 otherwise.
+   * on demand instead gives up (negative when a spot preference bought it dearer once its risk is priced); 0
+   * otherwise.
    */
   readonly savingPerHour: number;
 }
@@ -90,17 +92,24 @@ export function marketChoice(
     market: 'spot',
     placement: instance.placement ?? { zone: offering.zone },
   };
-  const preferred = input.riskBlind === true || jobs.some((j) => j.spot === 'preferred');
+  const riskBlind = input.riskBlind === true;
   const type = typesByName(input.catalog).get(instance.typeName);
-  if (type === undefined) return stay(preferred ? spot : onDemand);
+  if (type === undefined)
+    return stay(riskBlind || jobs.some((j) => j.spot === 'preferred') ? spot : onDemand);
   // The owner's bound on the ETA slip wins over a spot preference: one interruption must not delay the job past it.
   const now = input.snapshot.nowSeconds;
-  if (input.riskBlind !== true && jobs.some((j) => interruptionExceedsBound(j, now, setupSeconds(type))))
+  if (!riskBlind && jobs.some((j) => interruptionExceedsBound(j, now, setupSeconds(type))))
     return stay(onDemand);
   const atRisk: JobAtRisk[] = jobs.map((job) => ({ job, rpPerHour: input.rpPerHourOfJob(job.id) }));
   const expected = expectedSpotCostPerHour(offering, atRisk, now, setupSeconds(type));
   const savingPerHour = type.costPerHour - expected;
-  return preferred || savingPerHour > 0 ? { planned: spot, onDemand, savingPerHour } : stay(onDemand);
+  // A preference takes the cheaper, riskier market, not a dearer one: where spot's price is at or above on demand's
+  // (price overrides discount on demand), spot would cost more and risk the work too, and admission sizes the job on
+  // demand there (queue/caps.ts FootprintPrices): bought on spot, the plan would break the $ cap admission kept.
+  const preferred = jobs.some((j) => j.spot === 'preferred') && offering.pricePerHour < type.costPerHour;
+  return riskBlind || preferred || savingPerHour > 0
+    ? { planned: spot, onDemand, savingPerHour }
+    : stay(onDemand);
 }
 
 export interface MarketContext {
