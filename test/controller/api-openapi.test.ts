@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { PROJECT_ROOT } from '../../src/cloud/catalog-file.js';
-import { OPENAPI_DOCUMENT } from '../../src/controller/api/openapi.js';
+import { OPENAPI_DOCUMENT, openApiPath } from '../../src/controller/api/openapi.js';
 import { FencedWriteError } from '../../src/controller/ha/lease.js';
 import { startApiServer, type ApiServer } from '../../src/controller/api/server.js';
 import type { CostReport } from '../../src/controller/service.js';
@@ -470,6 +470,19 @@ describe('OpenAPI document against real answers', () => {
           status: 414,
         });
       }
+  });
+
+  it('documents the 400 of an unknown query parameter on every route the server serves', async () => {
+    expect(server.routes.length).toBeGreaterThan(20);
+    for (const route of server.routes) {
+      const path = route.url.replace(/:[A-Za-z0-9_]+/g, 'x');
+      await conforms({
+        method: route.method === 'GET' ? 'GET' : 'POST',
+        path: `${path}?unknownParameter=1`,
+        operation: openApiPath(route.url),
+        status: 400,
+      });
+    }
   });
 
   it('documents the 415s of a body of a type the route does not take', async () => {

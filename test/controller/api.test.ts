@@ -636,14 +636,18 @@ describe('controller API: malformed and oversized requests', () => {
         tasks: [{ image: 'x', demand: { any: [0, 1, 1] } }],
       }).replace(/}$/, `,"queue":{"stages":${nested(depth)}}}`);
     const yaml = (depth: number): string => `${RESNET_YAML}\nqueue:\n  stages: ${nested(depth)}\n`;
-    for (const depth of [500_000, 70]) {
+    // YAML as deep as its node limit lets it be (each bracket a node), JSON as its byte limit does.
+    for (const [jsonDepth, yamlDepth] of [
+      [500_000, 4_900],
+      [70, 70],
+    ] as const) {
       for (const answer of [
         await call('POST', '/v1/jobs', {
           token: VISION_TOKEN,
-          body: json(depth),
+          body: json(jsonDepth),
           contentType: 'application/json',
         }),
-        await submitYaml(VISION_TOKEN, yaml(depth)),
+        await submitYaml(VISION_TOKEN, yaml(yamlDepth)),
       ]) {
         expect(answer.status, answer.text.slice(0, 300)).toBe(400);
         const { error, details } = errorOf(answer);

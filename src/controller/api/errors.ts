@@ -45,7 +45,7 @@ export function notFound(kind: string, id: string): HttpError {
   return new HttpError(404, `${kind} ${id} not found`);
 }
 
-function formatBytes(bytes: number): string {
+export function formatBytes(bytes: number): string {
   return bytes >= 1024 * 1024 && bytes % (1024 * 1024) === 0
     ? `${bytes / (1024 * 1024)} MiB`
     : bytes >= 1024 && bytes % 1024 === 0
@@ -103,15 +103,6 @@ export function toHttpError(
         413,
         `request body too large: this route accepts at most ${formatBytes(bodyLimitBytes(request))}`,
       );
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE': {
-      const type = request.headers['content-type'];
-      return new HttpError(
-        415,
-        type === undefined
-          ? 'missing Content-Type header (application/json or application/yaml)'
-          : `unsupported content type ${JSON.stringify(type)}`,
-      );
-    }
     case 'FST_ERR_BAD_URL':
       return new HttpError(400, 'malformed URL', [
         'path: not valid percent-encoding (each % starts two hex digits of UTF-8)',
@@ -130,6 +121,15 @@ export function toHttpError(
   if (typeof status === 'number' && status >= 400 && status < 500)
     return new HttpError(status, fastifyError.message ?? 'bad request');
   return new HttpError(500, 'internal error');
+}
+
+/**
+ * The client closed the connection before its request was read whole (an upload cut off): the request's own stream
+ * failed with Node's `aborted`, which a route reading it (a build context upload) throws on. No failure of the
+ * server's, and nobody is left to answer.
+ */
+export function isRequestAborted(error: unknown, request: Pick<FastifyRequest, 'raw'>): boolean {
+  return request.raw.readableAborted && (error as { code?: unknown } | null)?.code === 'ECONNRESET';
 }
 
 export function sendError(reply: FastifyReply, error: HttpError): FastifyReply {

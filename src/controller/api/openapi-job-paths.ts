@@ -11,6 +11,7 @@ import {
   type Schema,
 } from './openapi-builders.js';
 import { MAX_WHY_DECISIONS } from '../../protocol/why-limit.js';
+import { JOB_SPEC_LIMITS } from '../job-spec/spec.js';
 
 /**
  * What the controller's latest round, planned or not, kept a queued job waiting for. A round with nothing to plan
@@ -76,7 +77,7 @@ export const JOB_PATHS: Record<string, Record<string, Schema>> = {
           name: 'Idempotency-Key',
           in: 'header',
           description:
-            "Makes the submission safe to send again: the same key with the same spec is answered with the job(s) the first made (201, `replayed: true`, header `Idempotent-Replayed: true`), never a second copy; the same key with another spec is refused (422). A team's keys are its own and are kept as long as its jobs. Ignored by a dry run",
+            "Makes the submission safe to send again: the same key with the same spec is answered with the job(s) the first made (201, `replayed: true`, header `Idempotent-Replayed: true`), never a second copy; the same key with another spec is refused (422). A team's keys are its own and are kept as long as its jobs. A dry run checks it (400 when malformed or given twice) and records nothing under it",
           schema: { type: 'string', pattern: '^[A-Za-z0-9._:/@+=-]{1,255}$' },
         },
       ],
@@ -93,7 +94,11 @@ export const JOB_PATHS: Record<string, Record<string, Schema>> = {
         '400': error('Malformed body or invalid spec; `details` names each field (and line, for YAML)'),
         ...COMMON_ERRORS,
         '403': error("The spec names a team other than the token's"),
-        '413': error('Body larger than the limit (1 MiB)'),
+        '413': error(
+          `Body larger than the limit: ${JOB_SPEC_LIMITS.maxSpecBytes / 1024 / 1024} MiB as JSON; as YAML, ` +
+            `${JOB_SPEC_LIMITS.maxYamlSpecBytes / 1024} KiB and ${JOB_SPEC_LIMITS.maxYamlNodes} nodes ` +
+            '(lines, keys, items), past which the answer says to send JSON',
+        ),
         '415': error('Content type other than JSON or YAML'),
         '422': error('The Idempotency-Key was used before for another spec'),
         '503': error(

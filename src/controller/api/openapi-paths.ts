@@ -356,12 +356,15 @@ const UNAVAILABLE =
 
 /** A path id the server cannot decode: the router refuses it before the route reads it. */
 const BAD_PATH_ID = 'a path id that is not valid percent-encoding';
+/** The route table checks every route's query (routing.ts RouteTable), those of routes that take none too. */
+const BAD_QUERY = 'a query parameter the route does not take, or one given twice (named in the details)';
 
 /**
- * Answers the server gives before (or besides) a route's own checks, wherever they can come: a path id that is not
- * valid percent-encoding (400) or longer than any id (414), and a POST body that does not parse (400), is over the
- * limit (413) or of a content type the route does not take (415: YAML where only JSON is read, an archive anywhere
- * but /v1/contexts). An operation that documents one of these statuses keeps its own words (a path id's 400 added).
+ * Answers the server gives before (or besides) a route's own checks, wherever they can come: a query parameter the
+ * route does not take (400, on every route), a path id that is not valid percent-encoding (400) or longer than any id
+ * (414), and a POST body that does not parse (400), is over the limit (413) or of a content type the route does not
+ * take (415: YAML where only JSON is read, an archive anywhere but /v1/contexts). An operation that documents one of
+ * these statuses keeps its own words (the 400s of a path id and of the query added).
  * Any operation may answer 503 with a Retry-After: the state database unreachable or busy, this controller fenced
  * out by another that took the lease, or a standby answering for the active controller (ha/standby-server.ts).
  */
@@ -370,18 +373,24 @@ function withServerAnswers(path: string, method: string, operation: Schema): Sch
   const byId = path.includes('{');
   const added: Record<string, string> = {};
   if (byId) added['414'] = 'A path id longer than 128 characters: no id is that long';
+  // The 400s any route of this path and method can answer, past its own.
+  const badRequest = [...(byId ? [BAD_PATH_ID] : []), BAD_QUERY];
   if (method === 'post') {
-    added['400'] = byId ? `A malformed body, or ${BAD_PATH_ID}` : 'A malformed body';
+    const reasons = ['a malformed body', ...badRequest].join('; or ');
+    added['400'] = `${reasons.charAt(0).toUpperCase()}${reasons.slice(1)}`;
     added['413'] = 'A body larger than the limit';
     added['415'] = 'A body of a content type this route does not take';
-  } else if (byId) added['400'] = `${BAD_PATH_ID.charAt(0).toUpperCase()}${BAD_PATH_ID.slice(1)}`;
+  } else {
+    const reasons = badRequest.join('; or ');
+    added['400'] = `${reasons.charAt(0).toUpperCase()}${reasons.slice(1)}`;
+  }
   added['503'] = UNAVAILABLE;
   const responses: Record<string, Schema> = {};
   for (const [status, response] of Object.entries(own))
     responses[status] = {
       ...response,
-      ...(status === '400' && byId
-        ? { description: `${String(response['description'])}; or ${BAD_PATH_ID}` }
+      ...(status === '400'
+        ? { description: `${String(response['description'])}; or ${badRequest.join('; or ')}` }
         : {}),
       ...(status === '401' ? { headers: CHALLENGE } : {}),
     };

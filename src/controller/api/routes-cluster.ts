@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { parseWith } from '../../core/validation.js';
 import { ContextLimitError, type ContextLimits } from '../../protocol/context-limits.js';
 import { teamScope } from './auth.js';
-import { bodyOf, CONTEXT_UPLOAD_URL } from './body.js';
+import { bodyOf, CONTEXT_UPLOAD_URL, GZIP_CONTENT_TYPES, TAR_CONTENT_TYPE } from './body.js';
 import { ContextArchiveError, ContextInspector } from './context-inspector.js';
 import { HttpError, notFound } from './errors.js';
 import type { ApiContext, RouteTable } from './routing.js';
@@ -142,6 +142,7 @@ export function registerClusterRoutes(
     url: CONTEXT_UPLOAD_URL,
     access: 'any',
     takesBody: true,
+    bodyTypes: [TAR_CONTENT_TYPE, GZIP_CONTENT_TYPES[0]],
     query: contextQuery,
     handler: async (request, reply, { sha256 }) => {
       const body = bodyOf(request.body);

@@ -9,7 +9,7 @@ import type { JobLogReader } from '../job-logs.js';
 import { dependencyProblems, earliestStartSeconds, unmetOf } from '../job-dependencies.js';
 import { predictedCompletionIn, readQueueRecord } from '../queue-records.js';
 import { teamScope, type Principal } from './auth.js';
-import { bodyOf } from './body.js';
+import { bodyOf, JSON_CONTENT_TYPE, YAML_CONTENT_TYPES } from './body.js';
 import { freeText } from './free-text.js';
 import { HttpError, notFound } from './errors.js';
 import { keepAcceptedArray, keepAcceptedJob, keepAgain } from './kept-submission.js';
@@ -193,14 +193,16 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
     url: '/v1/jobs',
     access: 'any',
     takesBody: true,
+    bodyTypes: [JSON_CONTENT_TYPE, YAML_CONTENT_TYPES[0]],
     query: submitQuery,
     handler: async (request, reply, { dryRun }) => {
       const principal = context.principal(request);
       const spec = specFromBody(bodyOf(request.body), principal, context.priceBook);
       // A dry run checks what a submission would: its build contexts (`fleetwise submit` uploads them before it
-      // dry-runs any file, so a context refused here refuses the command before it submits anything) and its
-      // dependencies.
+      // dry-runs any file, so a context refused here refuses the command before it submits anything), its
+      // dependencies, and its Idempotency-Key (which it records nothing under).
       await requireUploadedContexts(spec, principal, service);
+      const key = idempotencyKeyOf(request.raw);
       if (dryRun) {
         // An array's jobs are checked as a submission checks them; it is predicted as its first job, with what that
         // one would wait for.
@@ -235,7 +237,6 @@ export function registerJobRoutes(routes: RouteTable, context: ApiContext): void
           );
         return dryRunView(spec, context.priceBook, eta, warnings, undefined, service.spotMarket === true);
       }
-      const key = idempotencyKeyOf(request.raw);
       const array = arraySubmissionSize(spec) !== undefined;
       const submissionKey =
         key === undefined ? undefined : { team: spec.team, key, requestHash: requestHashOf(spec) };

@@ -16,7 +16,7 @@ import type { LoopHealth } from '../loop-health.js';
 import type { WaitingEntry } from '../../scheduler/types.js';
 import type { Principal, RouteAccess } from './auth.js';
 import { NO_QUERY_PARAMETERS, type QueryParameters } from './query.js';
-import { bodyOf } from './body.js';
+import { bodyOf, JSON_CONTENT_TYPE } from './body.js';
 import { HttpError } from './errors.js';
 
 /**
@@ -100,6 +100,8 @@ interface RouteBase {
    * takes for options (`{"array": true}` to cancel) would otherwise get a 200 for an action it did not mean.
    */
   readonly takesBody?: true;
+  /** The content types a route that takes a body reads, as a 415 names them; default JSON alone. */
+  readonly bodyTypes?: readonly string[];
 }
 
 /** A route that takes no query parameter: a request naming one is refused. */
@@ -130,12 +132,15 @@ export interface ServedRoute {
  */
 export class RouteTable {
   private readonly access = new Map<string, RouteAccess>();
+  private readonly bodyTypes = new Map<string, readonly string[]>();
   readonly routes: ServedRoute[] = [];
 
   constructor(private readonly app: FastifyInstance) {}
 
   add<Query>(route: RouteDefinition<Query>): void {
     this.access.set(`${route.method} ${route.url}`, route.access);
+    if (route.takesBody === true)
+      this.bodyTypes.set(`${route.method} ${route.url}`, route.bodyTypes ?? [JSON_CONTENT_TYPE]);
     const options = {
       method: route.method,
       url: route.url,
@@ -162,6 +167,11 @@ export class RouteTable {
 
   accessOf(method: string, url: string | undefined): RouteAccess | undefined {
     return url === undefined ? undefined : this.access.get(`${method} ${url}`);
+  }
+
+  /** The content types the route's body may have; none for a route that takes no body. */
+  bodyTypesOf(method: string, url: string | undefined): readonly string[] {
+    return (url === undefined ? undefined : this.bodyTypes.get(`${method} ${url}`)) ?? [];
   }
 }
 

@@ -11,8 +11,8 @@ import { JOB_SPEC_LIMITS } from '../job-spec/spec.js';
 import { DEFAULT_CONTEXT_LIMITS, type ContextLimits } from '../../protocol/context-limits.js';
 import { PriceBook } from '../../scheduler/reservation-price.js';
 import { authenticate, authorize, authorizeScrape, type Principal } from './auth.js';
-import { registerBodyParsers } from './body.js';
-import { HttpError, MAX_PATH_PARAM_LENGTH, sendError, toHttpError } from './errors.js';
+import { bodyRefusal, registerBodyParsers } from './body.js';
+import { HttpError, isRequestAborted, MAX_PATH_PARAM_LENGTH, sendError, toHttpError } from './errors.js';
 import { ControllerMetrics, metricsRegistry } from './metrics.js';
 import { registerClusterRoutes } from './routes-cluster.js';
 import { registerTokenRoutes } from './routes-tokens.js';
@@ -190,7 +190,16 @@ export function buildApiApp(
     principals.set(request, principal);
   });
   app.setErrorHandler((error, request, reply) => {
-    const http = toHttpError(error, (r) => r.routeOptions.bodyLimit ?? bodyLimit, request);
+    if (isRequestAborted(error, request)) {
+      // The client went away mid-body: nothing failed here, and the connection that would carry an answer is gone.
+      request.log.debug({ err: error }, 'request aborted by the client before its body was read whole');
+      reply.hijack();
+      reply.raw.destroy();
+      return;
+    }
+    const http =
+      bodyRefusal(error, request, routes.bodyTypesOf(request.method, request.routeOptions.url)) ??
+      toHttpError(error, (r) => r.routeOptions.bodyLimit ?? bodyLimit, request);
     if (http.statusCode >= 500) request.log.error(error);
     return sendError(reply, http);
   });

@@ -1,4 +1,4 @@
-import { LineCounter, type Document } from 'yaml';
+import { LineCounter, type Document, type YAMLError } from 'yaml';
 import type { Catalog } from '../../core/catalog.js';
 import { ANY_FAMILY, formatResources, type FamilyDemand } from '../../core/resources.js';
 import { ValidationError } from '../../core/validation.js';
@@ -51,20 +51,60 @@ export function readSpecText(text: string, source: string): SpecText {
   if (utf8Bytes(text) > JOB_SPEC_LIMITS.maxSpecBytes)
     throw new ValidationError(source, [`(root): larger than ${JOB_SPEC_LIMITS.maxSpecBytes} bytes`]);
   const lineCounter = new LineCounter();
-  const doc = parseDocumentUniqueKeys(text, { lineCounter, prettyErrors: true });
-  if (doc.errors.length > 0)
-    throw new ValidationError(
-      source,
-      doc.errors.map((e) => syntaxProblem(e.message)),
-    );
+  // Placed here rather than by the parser (prettyErrors), which copies each error's whole line to quote it: a long
+  // line of thousands of errors (`!a !a …`) took time quadratic in the line, seconds for 64 KiB.
+  const doc = parseDocumentUniqueKeys(text, { lineCounter, prettyErrors: false });
+  if (doc.errors.length > 0) throw new ValidationError(source, syntaxProblems(text, doc.errors, lineCounter));
   keepEnvValuesAsWritten(doc);
   let value: unknown;
   try {
     value = doc.toJS({ maxAliasCount: 100 });
   } catch (e) {
-    throw new ValidationError(source, [syntaxProblem((e as Error).message)]);
+    throw new ValidationError(source, [
+      isStackOverflow(e) ? tooDeep(undefined) : syntaxProblem((e as Error).message),
+    ]);
   }
   return { doc, lineCounter, value };
+}
+
+/** Syntax errors named one by one; past them, one problem counts the rest. */
+const MAX_SYNTAX_PROBLEMS = 20;
+
+/** How V8 words a recursion that ran out of stack; the yaml parser passes it on as an error of the text. */
+const STACK_OVERFLOW = /^Maximum call stack size exceeded\b/;
+
+function isStackOverflow(error: unknown): boolean {
+  return error instanceof Error && STACK_OVERFLOW.test(error.message);
+}
+
+/**
+ * The problems of a text the parser found `errors` in, each naming its line. A few are read again with the parser
+ * placing them, so each reads as the parser and the repeated-key check word it (`…, again at line 8, column 1`);
+ * past MAX_SYNTAX_PROBLEMS, the first are placed here (`at line L, column C`) and the rest counted. A nesting deep
+ * enough to overflow the parser's recursion (an error per level it unwinds) is one problem saying so, as the API's
+ * depth check says it of a body it sees is too deep.
+ */
+function syntaxProblems(text: string, errors: readonly YAMLError[], lineCounter: LineCounter): string[] {
+  const overflow = errors.find((e) => e.code === 'RESOURCE_EXHAUSTION' && isStackOverflow(e));
+  if (overflow !== undefined)
+    return [tooDeep(overflow.pos[0] < 0 ? undefined : lineCounter.linePos(overflow.pos[0]).line)];
+  if (errors.length <= MAX_SYNTAX_PROBLEMS)
+    return parseDocumentUniqueKeys(text, { prettyErrors: true }).errors.map((e) => syntaxProblem(e.message));
+  const named = [...errors].sort((a, b) => a.pos[0] - b.pos[0]).slice(0, MAX_SYNTAX_PROBLEMS);
+  return [
+    ...named.map((e) => {
+      // The repeated-key check's count of the rest names its line already.
+      if (e.pos[0] < 0 || / line \d+/.test(e.message)) return syntaxProblem(e.message);
+      const { line, col } = lineCounter.linePos(e.pos[0]);
+      return syntaxProblem(`${e.message} at line ${line}, column ${col}`);
+    }),
+    `not valid YAML/JSON: ${errors.length - named.length} more errors after these`,
+  ];
+}
+
+function tooDeep(line: number | undefined): string {
+  const where = line === undefined ? '' : ` (line ${line})`;
+  return `(root): nested deeper than ${JOB_SPEC_LIMITS.maxDepth} levels${where}`;
 }
 
 function syntaxProblem(message: string): string {
