@@ -1,8 +1,8 @@
 import type { EC2Client } from '@aws-sdk/client-ec2';
-import { awsErrorCode, awsHttpStatus, configuredEndpoint } from '../cloud/aws/client-config.js';
+import { configuredEndpoint } from '../cloud/aws/client-config.js';
+import { awsFailureKind } from '../cloud/aws/failure-kind.js';
 import type { Ec2ProviderConfig } from '../cloud/aws/ec2-provider-config.js';
 import type { ControllerConfig } from '../controller/config.js';
-import { errnoCode } from '../core/errno.js';
 import { ValidationError } from '../core/validation.js';
 
 /**
@@ -50,34 +50,6 @@ export async function resolveEc2Settings(
   };
 }
 
-/** What the SDK's credential chain throws when no source gives credentials (or an SSO token). */
-const NO_CREDENTIALS_ERRORS: ReadonlySet<string> = new Set([
-  'CredentialsProviderError',
-  'TokenProviderError',
-]);
-
-/** What EC2 answers credentials it does not take, or calls they may not make. */
-const REFUSED_ERRORS: ReadonlySet<string> = new Set([
-  'AuthFailure',
-  'UnauthorizedOperation',
-  'InvalidClientTokenId',
-  'SignatureDoesNotMatch',
-  'ExpiredToken',
-  'RequestExpired',
-  'OptInRequired',
-]);
-
-/** What connecting to an endpoint that is down, unknown or cut off answers; TimeoutError is the SDK's own. */
-const UNREACHABLE_ERRNO: ReadonlySet<string> = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'ETIMEDOUT',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-]);
-
 /**
  * A discovery that failed for want of credentials or of an answer: the SDK's message alone ("Could not load
  * credentials from any providers", "connect ECONNREFUSED …") says neither what the controller was doing nor what to
@@ -101,21 +73,21 @@ function discoveryFailure(e: unknown, config: ControllerConfig): Error {
 }
 
 function discoveryHint(e: unknown, region: string): string | undefined {
-  const code = awsErrorCode(e);
-  if (code !== undefined && NO_CREDENTIALS_ERRORS.has(code))
-    return (
-      'give AWS credentials (AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or an instance role), ' +
-      'or --dry-run to plan without cloud calls'
-    );
-  const status = awsHttpStatus(e);
-  if ((code !== undefined && REFUSED_ERRORS.has(code)) || status === 401 || status === 403)
-    return 'EC2 refused the credentials or the call: the controller needs the permissions of infra/iam-policy.json';
-  const errno = errnoCode(e);
-  if ((errno !== undefined && UNREACHABLE_ERRNO.has(errno)) || code === 'TimeoutError') {
-    const endpoint = configuredEndpoint('EC2');
-    return endpoint === undefined
-      ? `EC2 in ${region} did not answer: check the network`
-      : `nothing answered at the EC2 endpoint ${endpoint} (AWS_ENDPOINT_URL_EC2, else AWS_ENDPOINT_URL): check it`;
+  switch (awsFailureKind(e)) {
+    case 'no-credentials':
+      return (
+        'give AWS credentials (AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or an instance role), ' +
+        'or --dry-run to plan without cloud calls'
+      );
+    case 'refused':
+      return 'EC2 refused the credentials or the call: the controller needs the permissions of infra/iam-policy.json';
+    case 'unreachable': {
+      const endpoint = configuredEndpoint('EC2');
+      return endpoint === undefined
+        ? `EC2 in ${region} did not answer: check the network`
+        : `nothing answered at the EC2 endpoint ${endpoint} (AWS_ENDPOINT_URL_EC2, else AWS_ENDPOINT_URL): check it`;
+    }
+    case undefined:
+      return undefined;
   }
-  return undefined;
 }

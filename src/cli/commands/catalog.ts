@@ -3,7 +3,6 @@ import { dirname, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { catalogToFile, parseCatalog, regionSchema, type Catalog } from '../../core/catalog.js';
-import { errnoCode } from '../../core/errno.js';
 import { isPricePerHour, MIN_COST_PER_HOUR } from '../../core/price-per-hour.js';
 import type { SpotMarket } from '../../core/spot.js';
 import { parseWith, ValidationError } from '../../core/validation.js';
@@ -13,6 +12,7 @@ import type { PricingApi } from '../../cloud/aws/pricing.js';
 import type { SpotPriceApi } from '../../cloud/aws/spot-prices.js';
 import { fixturePricingApi, PRICING_FIXTURE_DIR_ENV } from '../../cloud/aws/pricing-fixture.js';
 import { awsErrorCode, awsHttpStatus, configuredEndpoint } from '../../cloud/aws/client-config.js';
+import { awsFailureKind } from '../../cloud/aws/failure-kind.js';
 import { BUNDLED_CATALOG_PATH, loadCatalogFile } from '../../cloud/catalog-file.js';
 import { writeFilesAtomically } from '../atomic-file.js';
 import { checkOutputFile } from '../output-target.js';
@@ -152,38 +152,6 @@ interface AwsCall {
   readonly service: 'PRICING' | 'EC2';
 }
 
-/** What the SDK's credential chain throws when no source gives credentials (or an SSO token). */
-const NO_CREDENTIALS_ERRORS: ReadonlySet<string> = new Set([
-  'CredentialsProviderError',
-  'TokenProviderError',
-]);
-
-/** What AWS answers credentials it does not take, or calls they may not make. */
-const REFUSED_ERRORS: ReadonlySet<string> = new Set([
-  'AuthFailure',
-  'UnauthorizedOperation',
-  'AccessDeniedException',
-  'UnrecognizedClientException',
-  'InvalidClientTokenId',
-  'InvalidSignatureException',
-  'SignatureDoesNotMatch',
-  'ExpiredToken',
-  'ExpiredTokenException',
-  'RequestExpired',
-  'OptInRequired',
-]);
-
-/** What connecting to an endpoint that is down, unknown or cut off answers; TimeoutError is the SDK's own. */
-const UNREACHABLE_ERRNO: ReadonlySet<string> = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'ETIMEDOUT',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-]);
-
 /**
  * An AWS call whose failure names the call, its region and endpoint, and what to set: the SDK's message alone ("Could
  * not load credentials from any providers", "getaddrinfo ENOTFOUND …", a JSON parse error) says none of them. A
@@ -232,17 +200,15 @@ function failureHint(
   },
 ): string | undefined {
   const { service, endpoint, variable } = where;
-  const code = awsErrorCode(e);
-  if (code !== undefined && NO_CREDENTIALS_ERRORS.has(code))
+  const kind = awsFailureKind(e);
+  if (kind === 'no-credentials')
     return 'give AWS credentials (AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or an instance role)';
-  const status = awsHttpStatus(e);
-  if ((code !== undefined && REFUSED_ERRORS.has(code)) || status === 401 || status === 403)
+  if (kind === 'refused')
     return (
       'AWS refused the credentials or the call: a refresh needs pricing:GetProducts, ec2:DescribeInstanceTypes ' +
       'and ec2:DescribeSpotPriceHistory (infra/iam-policy.json grants them)'
     );
-  const errno = errnoCode(e);
-  if ((errno !== undefined && UNREACHABLE_ERRNO.has(errno)) || code === 'TimeoutError')
+  if (kind === 'unreachable')
     return endpoint === undefined
       ? 'AWS did not answer: check the network'
       : `nothing answered at ${endpoint}: check ${variable}`;
