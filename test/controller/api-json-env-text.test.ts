@@ -72,6 +72,19 @@ describe('env numbers in a JSON body', () => {
     expect(jsonEnvNumbersAsWritten(JSON.stringify(noTasks), noTasks, 'job spec')).toBe(noTasks);
   });
 
+  it('are refused, naming the field, in a body larger than the API reads as YAML', () => {
+    // Read again as YAML, 1 MiB of JSON held the controller's loop for seconds: past the YAML limit the text is not
+    // looked for, and the number must be quoted.
+    const big = jsonSpec('big', `{"V":1.10,"PAD":"${'x'.repeat(300 * 1024)}"}`);
+    const value = JSON.parse(big) as unknown;
+    expect(() => jsonEnvNumbersAsWritten(big, value, 'job spec')).toThrow(
+      'tasks.0.env.V: write this value in quotes, as a string',
+    );
+    const quoted = jsonSpec('big', `{"V":"1.10","PAD":"${'x'.repeat(300 * 1024)}"}`);
+    const quotedValue = JSON.parse(quoted) as unknown;
+    expect(jsonEnvNumbersAsWritten(quoted, quotedValue, 'job spec')).toBe(quotedValue);
+  });
+
   it('are refused, naming the field, when their written text cannot be found', () => {
     const value = JSON.parse(jsonSpec('lost', '{"V":1.10}')) as unknown;
     // Text that is not the body the value was read from: no number there to keep, so none is passed on changed.

@@ -1,6 +1,7 @@
 import { isMap, isScalar, isSeq, parseDocument, type Document } from 'yaml';
 import { ValidationError } from '../../core/validation.js';
 import { formatPath } from './problems.js';
+import { JOB_SPEC_LIMITS } from './spec.js';
 
 /**
  * An environment variable is text, but YAML reads `VERSION: 1.10` as the number 1.1, `RUN_ID: 007` as 7 and
@@ -30,19 +31,23 @@ export function keepEnvValuesAsWritten(doc: Document): void {
  * `12345678901234567890` as 12345678901234567000, `1.10` as 1.1 and `-0` as 0, and the task would see those. Only a
  * body with a number among its env values is read again, as YAML (JSON is YAML 1.2), for the text of those numbers;
  * any other body is `value` as it is, and the rest of the value stays JSON.parse's. A number whose text cannot be found
- * that way is refused, naming the field, rather than passed on changed.
+ * that way is refused, naming the field, rather than passed on changed. So is every such number in a body larger
+ * than the API takes as YAML (`maxYamlSpecBytes`): the YAML parser takes microseconds a node on the controller's
+ * loop, and a 1 MiB body read again held it for seconds.
  */
 export function jsonEnvNumbersAsWritten(text: string, value: unknown, source: string): unknown {
   const tasks = isRecord(value) ? value['tasks'] : undefined;
   if (!isRecord(value) || !Array.isArray(tasks) || !tasks.some((t) => numberNames(t).length > 0))
     return value;
-  // The body parser has refused repeated keys already, so the yaml parser's own (slow) check is not wanted.
-  const doc = parseDocument(text, { uniqueKeys: false });
   // The value as a YAML spec reads it (keepEnvValuesAsWritten), where the text written is; none when unreadable.
   let asWritten: unknown;
-  if (doc.errors.length === 0) {
-    keepEnvValuesAsWritten(doc);
-    asWritten = doc.toJS();
+  if (Buffer.byteLength(text, 'utf8') <= JOB_SPEC_LIMITS.maxYamlSpecBytes) {
+    // The body parser has refused repeated keys already, so the yaml parser's own (slow) check is not wanted.
+    const doc = parseDocument(text, { uniqueKeys: false });
+    if (doc.errors.length === 0) {
+      keepEnvValuesAsWritten(doc);
+      asWritten = doc.toJS();
+    }
   }
   const writtenTasks = isRecord(asWritten) && Array.isArray(asWritten['tasks']) ? asWritten['tasks'] : [];
   const problems: string[] = [];
