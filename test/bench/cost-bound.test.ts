@@ -261,6 +261,12 @@ describe('fleetwise bench bound (CLI subprocess)', () => {
     // No-Packing to under 0.2.
     expect(out.normalizedWorkBound).toBeGreaterThan(0.1);
     expect(out.normalizedWorkBound).toBeLessThan(0.2);
+    // The table says the spot bounds are before EC2's first-hour refunds: a run with reclaims can be billed below.
+    const table = await runCli(['bench', 'bound', '--format', 'eva', '--spot', 'on']);
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout).toMatch(
+      /work bound .*spot where a job allows it, before first-hour reclaim refunds/,
+    );
     const bad = await runCli(['bench', 'bound', '--format', 'eva', '--spot', 'yes']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--spot: must be off or on');

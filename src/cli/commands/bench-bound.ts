@@ -89,7 +89,8 @@ export function registerBenchBound(bench: Command): Command {
         process.stdout.write(`${JSON.stringify(result)}\n`);
         return;
       }
-      const atSpot = o.spot === 'on' ? ', spot where a job allows it' : '';
+      // EC2 charges nothing for a spot instance it reclaims in its first hour: a bill can go below a spot bound.
+      const atSpot = o.spot === 'on' ? ', spot where a job allows it, before first-hour reclaim refunds' : '';
       const row = (name: string, cost: number, meaning: string) => [
         name,
         `$${cost.toFixed(2)}`,
