@@ -121,7 +121,9 @@ export function enforceCaps(
     bought,
     waiting,
     note: preemptedPinned
-      ? 'a cap forced stopping jobs that were pinned (they resume from their last checkpoint)'
+      ? // The diff cannot stop a job being launched or moved: it keeps its instances until that ends.
+        'a cap would stop jobs being launched or moved: they run on until that ends, then stop (and resume from ' +
+        'their last checkpoint)'
       : undefined,
   };
 }

@@ -48,6 +48,22 @@ describe('enforceCaps', () => {
   });
 });
 
+describe('enforceCaps and jobs being launched or moved', () => {
+  it('says a cap that drops such a job leaves it running until its launch or move ends', () => {
+    // p is pinned on i-1 (being launched or moved: no plan may stop it), alone over a cap of nothing: the cut drops
+    // it, but the diff keeps it where it is, so the note must not say it was stopped.
+    const p = task('p-t0', 'p', 1, 'i-1');
+    const tasks = new Map([[p.id, p]]);
+    const drafts = [draftWithTasks({ id: 'i-1', type: book.type('c7i.xlarge'), isNew: false }, [p])];
+    const cut = enforceCaps(drafts, { maxCostPerHour: 0.01 }, tasks, new Set([p.id]), capRankValue(model));
+    expect(cut.drafts).toEqual([]);
+    expect(cut.note).toBe(
+      'a cap would stop jobs being launched or moved: they run on until that ends, then stop (and resume from their ' +
+        'last checkpoint)',
+    );
+  });
+});
+
 describe('enforceCaps under a quota', () => {
   it('drops the least cost-efficient instance that counts against the broken quota, naming it', () => {
     // Three new instances: a c7i.xlarge for x (4 vCPUs, all used), a c7i.2xlarge for y (8 vCPUs, half used), a
