@@ -431,15 +431,7 @@ export class EvaScheduler implements Scheduler {
       packedPrices: this.packedPrices,
       consolidation: this.consolidation,
       exact: this.exact,
-      // A job a latency move would not speed up is left out of it (moved, it would be slow there again).
-      slowJobsDue: () =>
-        slowJobsDue(
-          view,
-          this.latency,
-          this.slowJobs,
-          view?.pinnedForLatencyMoves(pinnedTaskIds) ?? pinnedTaskIds,
-          packTasks,
-        ),
+      slowJobsDue: () => slowJobsDue(view, this.latency, this.slowJobs, pinnedTaskIds, packTasks),
       evaluate,
     });
     const valueOf = capRankValue(input.model);
@@ -495,12 +487,12 @@ export class EvaScheduler implements Scheduler {
   }
 
   /**
-   * P_job a job can expect over the horizon where it is now. A slowness its placement does not explain (what its
-   * domains' pairs measure this round says it should be fast: congestion) is expected to last about as long as it has
-   * lasted so far (the older a spell, the likelier it persists), then the placement's own P_job returns: over T
-   * that averages to P_now · w + P_domains · (1 − w) with w = min(1, slow so far / T). Measured slowness that the
-   * placement explains (across zones, say) stays. So a short congestion episode cannot pay for a move, whichever
-   * candidate would make it, while one that lasts soon can.
+   * P_job a job can expect over the horizon where it is now. A slowness its placement does not explain (the domains'
+   * defaults say it should be fast: congestion) is expected to last about as long as it has lasted so far (the older a
+   * spell, the likelier it persists), then the placement's own P_job returns: over T that averages to
+   * P_now · w + P_domains · (1 − w) with w = min(1, slow so far / T). Measured slowness that the placement explains
+   * (across zones, say) stays. So a short congestion episode cannot pay for a move, whichever candidate would make it,
+   * while one that lasts soon can.
    */
   private stayingPerformance(
     view: LatencyView,

@@ -3,7 +3,6 @@ import {
   DEFAULT_DOMAIN_THRESHOLD,
   DEFAULT_MACHINE_THRESHOLD,
   isLatencySensitive,
-  placementCost,
   type LatencyCurve,
 } from '../core/latency-curves.js';
 import {
@@ -16,20 +15,17 @@ import {
   type PlacedInstance,
 } from '../core/latency-model.js';
 import type { ClusterSnapshot, SchedJob } from '../core/model.js';
-import type { JobNetwork, LatencyDomain, MeasuredRtt } from '../core/network.js';
+import type { JobNetwork, LatencyDomain } from '../core/network.js';
 
 /**
  * What Eva knows about the network in one round (NoMora, research digest §10): the jobs whose placement the network
- * matters to, where their tasks are, the round trips it estimates (measured, else their domain's), and NoMora's
+ * matters to, where their tasks are, the round trips it estimates (measured, else its domain defaults), and NoMora's
  * preference thresholds that prune where a task may go relative to its root.
  */
 
 /** Eva's latency-aware placement settings (digest §10.3–§10.4); every one has a default. */
 export interface LatencyOptions {
-  /**
-   * Round trips per domain while no pair of that domain is measured (default DEFAULT_DOMAIN_RTT_MICROSECONDS, the
-   * digest's placeholders); a measured domain's is learned each round (learnedDomainRtts).
-   */
+  /** Round trips per domain until measured (default DEFAULT_DOMAIN_RTT_MICROSECONDS, the digest's placeholders). */
   readonly domainRtts?: Partial<DomainRtts> | undefined;
   /** p_m: an instance is a candidate for a task when its cost round(100/p) to the root is at most this (105). */
   readonly machineThreshold?: number | undefined;
@@ -83,61 +79,6 @@ export function resolveLatencyOptions(o: LatencyOptions = {}): ResolvedLatencyOp
     problems.push('maxMoveShare must be in (0, 1]');
   if (problems.length > 0) throw new Error(`latency options: ${problems.join('; ')}`);
   return resolved;
-}
-
-/** The latency domains, nearest first. */
-const DOMAINS_BY_DISTANCE: readonly LatencyDomain[] = [
-  'same-instance',
-  'placement-group',
-  'zone',
-  'cross-zone',
-];
-
-/**
- * The round trip a new instance can be expected to get in each latency domain, learned from the round's fresh
- * measurements: the median over the measured pairs of that domain (a pair once, as RttEstimator takes it), else the
- * configured value. Why: the configured values are placeholders, and every measurement includes the probe's own floor
- * (a Node TCP echo takes ~120 µs even on loopback); a new instance valued at a placeholder below what pairs really
- * measure always looks faster than where a job is, so a slow job would be moved again and again into the same domain.
- * A farther domain is never taken to be faster than a nearer one (the floor is in every pair), hence the running max.
- */
-export function learnedDomainRtts(
-  instances: ReadonlyMap<string, PlacedInstance>,
-  measurements: readonly MeasuredRtt[],
-  configured: DomainRtts,
-): DomainRtts {
-  const estimator = new RttEstimator(measurements, configured);
-  const byDomain = new Map<LatencyDomain, number[]>();
-  const seen = new Set<string>();
-  for (const m of measurements) {
-    const key = pairKey(m.fromInstanceId, m.toInstanceId);
-    const a = instances.get(m.fromInstanceId);
-    const b = instances.get(m.toInstanceId);
-    const rtt = estimator.measuredBetween(m.fromInstanceId, m.toInstanceId);
-    // A pair with an instance the snapshot does not place tells nothing of a domain.
-    if (seen.has(key) || a === undefined || b === undefined || rtt === undefined) continue;
-    seen.add(key);
-    const domain = latencyDomain(a, b);
-    const list = byDomain.get(domain);
-    if (list === undefined) byDomain.set(domain, [rtt]);
-    else list.push(rtt);
-  }
-  const out: Record<LatencyDomain, number> = { ...configured };
-  let nearer = 0;
-  for (const domain of DOMAINS_BY_DISTANCE) {
-    const list = byDomain.get(domain);
-    out[domain] = Math.max(nearer, list === undefined ? configured[domain] : median(list));
-    nearer = out[domain];
-  }
-  return out;
-}
-
-function median(values: number[]): number {
-  const sorted = values.sort((x, y) => x - y);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1
-    ? (sorted[mid] as number)
-    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
 }
 
 /** A multi-task job whose placement the network matters to: latency-sensitive, or exchanging billed traffic. */
@@ -199,13 +140,11 @@ export interface CurrentPerformance {
   readonly measured: boolean;
   /** It spans more than one instance. */
   readonly spread: boolean;
-  /** P_job by its instances' domains alone (domainRtts, not its pairs' figures): what its placement should give. */
+  /** P_job by its instances' domains alone (the defaults, no measurement): what its placement should give. */
   readonly byDomain: number;
 }
 
 export class LatencyView {
-  /** The round's round trip per domain: learned from its measurements, else configured (learnedDomainRtts). */
-  readonly domainRtts: DomainRtts;
   readonly estimator: RttEstimator;
   /** Round trips by domain only (what a placement should give, whatever was measured). */
   private readonly defaults: RttEstimator;
@@ -219,12 +158,10 @@ export class LatencyView {
     snapshot: ClusterSnapshot,
     readonly options: ResolvedLatencyOptions,
   ) {
-    for (const i of snapshot.instances) this.instances.set(i.id, { id: i.id, placement: i.placement });
-    const measured = snapshot.measuredRtts ?? [];
-    this.domainRtts = learnedDomainRtts(this.instances, measured, options.domainRtts);
-    this.estimator = new RttEstimator(measured, this.domainRtts);
-    this.defaults = new RttEstimator([], this.domainRtts);
+    this.estimator = new RttEstimator(snapshot.measuredRtts ?? [], options.domainRtts);
+    this.defaults = new RttEstimator([], options.domainRtts);
     this.jobs = awareJobs(snapshot.jobs);
+    for (const i of snapshot.instances) this.instances.set(i.id, { id: i.id, placement: i.placement });
     for (const t of snapshot.tasks) this.instanceOfTask.set(t.id, t.instanceId);
   }
 
@@ -238,31 +175,9 @@ export class LatencyView {
     return this.instances.get(id) ?? { id };
   }
 
-  /** P of a job if it spans instances in `domain` (by the domain's round trip this round). */
+  /** P of a job if it spans instances in `domain` (by the domain's default round trip). */
   domainPerformance(job: AwareJob, domain: LatencyDomain): number {
-    return job.curve.at(this.domainRtts[domain]);
-  }
-
-  /**
-   * Whether moving a job for latency can be expected to make it faster. A move launches its tasks into a placement
-   * group (the root's, or a fresh one), where they get what that domain's pairs measure (domainRtts); a job measured
-   * about that slow already (its cost within NoMora's domain threshold p_r of the group's: NoMora holds such
-   * placements alike) gains nothing from it, and moved, it would measure the same and be moved again.
-   */
-  latencyMoveGains(jobId: string): boolean {
-    const job = this.jobs.get(jobId);
-    const current = this.current(jobId);
-    if (job === undefined || current === undefined || !current.measured) return true;
-    const moved = job.curve.costAt(this.domainRtts['placement-group']);
-    return placementCost(current.performance) > (moved * this.options.domainThreshold) / 100;
-  }
-
-  /** `pinned` with the tasks of the jobs a latency move would not speed up (latencyMoveGains), which it leaves be. */
-  pinnedForLatencyMoves(pinned: ReadonlySet<string>): ReadonlySet<string> {
-    const out = new Set(pinned);
-    for (const job of this.jobs.values())
-      if (job.sensitive && !this.latencyMoveGains(job.id)) for (const id of job.taskIds) out.add(id);
-    return out;
+    return job.curve.at(this.options.domainRtts[domain]);
   }
 
   /** P_job where the job is committed now, or undefined when some task is not placed. */
@@ -324,13 +239,13 @@ export class LatencyView {
 
   /**
    * The cost to the root on `anchor` of a new instance launched for one of its tasks: assignPlacements puts it in the
-   * root's placement group, else the root's zone (else anywhere), so it gets that domain's round trip this round.
+   * root's placement group, else the root's zone (else anywhere), so it gets that domain's default round trip.
    */
   private newInstanceCost(job: AwareJob, anchor: PlacedInstance): number {
     const p = anchor.placement;
     const domain: LatencyDomain =
       p?.placementGroup !== undefined ? 'placement-group' : p?.zone !== undefined ? 'zone' : 'cross-zone';
-    return job.curve.costAt(this.domainRtts[domain]);
+    return job.curve.costAt(this.options.domainRtts[domain]);
   }
 
   /** The worst cost to the root over the instances of the root's placement group or zone (NoMora's rack arc). */
@@ -338,7 +253,7 @@ export class LatencyView {
     const key = `${job.id}\u0000${anchor.id}\u0000${domain}`;
     let worst = this.worstCache.get(key);
     if (worst === undefined) {
-      worst = job.curve.costAt(this.domainRtts[domain]);
+      worst = job.curve.costAt(this.options.domainRtts[domain]);
       for (const inst of this.instances.values()) {
         const d = latencyDomain(anchor, inst);
         const inside =

@@ -218,7 +218,9 @@ describe("admission's view of a job with a success model", () => {
     store.setJobState(job.id, 'running');
     const passed = (completed: number): number | undefined => {
       store.recordJobProgress(job.id, completed, 4200);
-      const inputs = readSnapshotInputs(store, 100);
+      // Prepared (its tasks report running): a running job that is not is pinned, and a pinned job with tasks on no
+      // instance, as here, is left out of the round's snapshot.
+      const inputs = { ...readSnapshotInputs(store, 100), preparedSince: new Map([[job.id, 100]]) };
       return admissionInfo(inputs, buildSnapshot(inputs), store)(job.id).success?.stagesDone;
     };
     // Stages of 600, 1200 and 2400 s: the first ends at 600 s of 4200, the second at 1800.

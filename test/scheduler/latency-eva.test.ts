@@ -171,27 +171,12 @@ describe('Eva with latency-aware placement', () => {
   });
 
   it('moves a job slowed by congestion where it should be fast only once the congestion has lasted', () => {
-    // Both tasks in one placement group, measured at 150 µs (P = 0.69), where the group's other pairs (job K's)
-    // measure 40 µs (P = 0.95): what the group gives, so J's slowness is congestion.
-    const k = job('K', 3, net('memcached'));
+    // Both tasks in one placement group (50 µs by default: P = 0.92), measured at 150 µs (P = 0.69).
     const congested = (now: number): ClusterSnapshot => {
       const s = splitJob('memcached', 150, now);
-      const group = { zone: ZONES[0] as string, placementGroup: 'g' };
       return {
         ...s,
-        jobs: [...s.jobs, { ...k, runningSinceSeconds: 0, lastCheckpointSeconds: now }],
-        tasks: [...s.tasks, ...tasksOf(k, (i) => ['C', 'D', 'E'][i])],
-        instances: [
-          ...s.instances.map((i) => ({ ...i, placement: group })),
-          ...['C', 'D', 'E'].map((id, i): SchedInstance => ({
-            id,
-            typeName: 'p3.2xlarge',
-            state: 'running',
-            taskIds: [`K/t${i}`],
-            placement: group,
-          })),
-        ],
-        measuredRtts: [...(s.measuredRtts ?? []), rtt('C', 'D', 40, now), rtt('C', 'E', 40, now)],
+        instances: s.instances.map((i) => ({ ...i, placement: { zone: ZONES[0], placementGroup: 'g' } })),
       };
     };
     const movesJ = (plan: Plan): boolean =>
